@@ -1,0 +1,1 @@
+"""The engine: naming, tracing, Inspect, Extract, hooks. Imports no Jupyter code."""

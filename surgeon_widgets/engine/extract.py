@@ -1,0 +1,188 @@
+"""Extract: a new model that computes only what is asked, cut from a traced graph."""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from typing import Any
+
+import torch  # noqa: F401  (used by the doctest)
+from torch import fx, nn
+
+from .naming import NameSpec, normalize_spec
+from .surgery import find_leaks, prune, replace_inputs, select_outputs
+from .tracing import ExampleInputs, Trace, trace
+
+__all__ = ["Extract", "InputLeakWarning", "Summary"]
+
+
+class InputLeakWarning(UserWarning):
+    """A ``node_in`` cut left an original input in use (another branch still reads it)."""
+
+
+class Summary(dict):
+    """``{'input': (names...), 'output': nodes}`` as surgeon-pytorch prints it, plus ``leaks``:
+    ``{original_input: [nodes that still read it]}``."""
+
+    def __init__(self, inputs: tuple[str, ...], output: Any, leaks: dict[str, list[str]]):
+        super().__init__(input=inputs, output=output)
+        self.leaks = leaks
+
+    @classmethod
+    def of(cls, graph: fx.Graph, leaks: dict[str, list[str]]) -> Summary:
+        output = next(n for n in graph.nodes if n.op == "output").args[0]
+        inputs = tuple(n.name for n in graph.nodes if n.op == "placeholder")
+        return cls(inputs, output, leaks)
+
+
+class Extract(fx.GraphModule):
+    """A model cut out of ``model`` between graph nodes: feed ``node_in``, return ``node_out``.
+
+    Args:
+        model: the model to cut; with ``share_modules=False`` (default) only the modules and
+            parameters the cut needs are copied, the rest is dropped.
+        node_in: node names (from :func:`get_nodes`) to turn into new inputs: a str, list,
+            tuple, or dict ``{node: new_input_name}``.
+        node_out: node names to return, as a str, list, tuple or dict ``{node: key}``; results
+            come back in that form and order. A module name means the last node inside it.
+        tracer: a ``torch.fx.Tracer`` subclass (default: ``torch.fx.Tracer`` or
+            :func:`set_tracer`'s); ``concrete_args`` go to it.
+        keep_output: also return the model's own output first; default ``True`` unless
+            ``node_out`` is given.
+        share_modules: share weights with ``model`` instead of copying them.
+        example_inputs: a tensor, tuple of args or dict of kwargs; lets models that torch.fx
+            cannot trace (Hugging Face transformers) be traced with ``torch.export`` instead.
+
+    Train/eval: the graph is traced in ``model``'s current mode. If tracing in the other mode
+    gives a different graph (or the model was traced by torch.export, which fixes the mode),
+    switching the Extract to the other mode raises ``RuntimeError``: build it again from the
+    model in the mode you need. Otherwise ``train()``/``eval()`` work as usual.
+
+    Example:
+        >>> model = nn.Sequential(nn.Linear(5, 3), nn.ReLU(), nn.Linear(3, 1))
+        >>> cut = Extract(model, node_in="1", node_out="2")
+        >>> cut(torch.ones(1, 3)).shape, sum(p.numel() for p in cut.parameters())
+        (torch.Size([1, 1]), 4)
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        node_in: NameSpec | None = None,
+        node_out: NameSpec | None = None,
+        tracer: type[fx.Tracer] | None = None,
+        concrete_args: dict[str, Any] | None = None,
+        keep_output: bool | None = None,
+        share_modules: bool = False,
+        example_inputs: ExampleInputs = None,
+    ) -> None:
+        traced = trace(model, tracer, concrete_args, example_inputs)
+        mode_dependent = _mode_dependent(model, traced, tracer, concrete_args)
+        outs = _resolve(traced, node_out, "node_out")
+        ins = _resolve(traced, node_in, "node_in")
+        graph = traced.module.graph
+        originals = [n for n in graph.nodes if n.op == "placeholder"]
+        if node_out is not None:
+            keep = bool(keep_output)
+            select_outputs(graph, node_out, [n for n, _ in outs], [k for _, k in outs], keep)
+        if node_in is not None:
+            replace_inputs(graph, [n for n, _ in ins], [k for _, k in ins])
+        prune(graph)
+        super().__init__(traced.module, graph, class_name="Extract")
+        if not share_modules:
+            self._own_copies()
+        self.training = model.training
+        self._traced_training = model.training
+        self._mode_dependent = mode_dependent
+        self.method = traced.method
+        leaks = find_leaks(graph, originals) if node_in is not None else {}
+        self.summary = Summary.of(graph, leaks)
+        for name, readers in leaks.items():
+            warnings.warn(
+                f"original input {name!r} is still needed after the node_in cut, through "
+                f"{', '.join(repr(r) for r in readers)}; the Extract takes it as an input",
+                InputLeakWarning,
+                stacklevel=2,
+            )
+
+    def _own_copies(self) -> None:
+        memo: dict[int, Any] = {}
+        for name, child in list(self.named_children()):
+            setattr(self, name, copy.deepcopy(child, memo))
+        for name, param in list(self._parameters.items()):
+            self._parameters[name] = copy.deepcopy(param, memo)
+        for name, buffer in list(self._buffers.items()):
+            self._buffers[name] = copy.deepcopy(buffer, memo)
+
+    def train(self, mode: bool = True) -> Extract:
+        if mode != self._traced_training and self._mode_dependent:
+            traced_in, wanted = (
+                ("training", "eval") if self._traced_training else ("eval", "training")
+            )
+            raise RuntimeError(
+                f"this Extract was traced in {traced_in} mode and its graph depends on the "
+                f"mode (traced by {self.method}); to run in {wanted} mode build it again: "
+                f"Extract(model.{'train' if mode else 'eval'}(), ...)"
+            )
+        return super().train(mode)
+
+    def __reduce__(self) -> Any:
+        rebuild, (body, *rest) = super().__reduce__()
+        body = {k: v for k, v in body.items() if k != "summary"}  # holds graph nodes
+        return (_rebuild, ((rebuild, (body, *rest)), _extra_state(self)))
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Extract:
+        copied = super().__deepcopy__(memo)
+        state = copy.deepcopy(_extra_state(self), memo)
+        copied.summary = Summary.of(copied.graph, state.pop("leaks"))
+        copied.__dict__.update(state)
+        return copied
+
+
+_EXTRA = ("method", "_traced_training", "_mode_dependent")
+
+
+def _extra_state(extract: Extract) -> dict[str, Any]:
+    state = {key: extract.__dict__[key] for key in _EXTRA}
+    state["leaks"] = extract.summary.leaks
+    return state
+
+
+def _rebuild(reduced: Any, state: dict[str, Any]) -> Extract:
+    """Unpickle: torch.fx rebuilds a plain GraphModule, which we wrap back into an Extract."""
+    rebuild, args = reduced
+    plain = rebuild(*args)
+    extract = fx.GraphModule.__new__(Extract)
+    fx.GraphModule.__init__(extract, plain, plain.graph, class_name="Extract")
+    state = dict(state)
+    extract.summary = Summary.of(extract.graph, state.pop("leaks"))
+    extract.__dict__.update(state)
+    extract.training = plain.training
+    return extract
+
+
+def _resolve(traced: Trace, spec: NameSpec | None, what: str) -> list[tuple[fx.Node, str]]:
+    if spec is None:
+        return []
+    return [(traced.resolve(name, what), key) for name, key in normalize_spec(spec, what)]
+
+
+def _mode_dependent(
+    model: nn.Module,
+    traced: Trace,
+    tracer: type[fx.Tracer] | None,
+    concrete_args: dict[str, Any] | None,
+) -> bool:
+    """Whether tracing in the other train/eval mode would give another graph."""
+    if traced.method != "fx":
+        return True
+    modes = {module: module.training for module in model.modules()}
+    try:
+        model.train(not model.training)
+        other = trace(model, tracer, concrete_args)
+    except Exception:
+        return True
+    finally:
+        for module, mode in modes.items():
+            module.training = mode
+    return traced.module.code != other.module.code

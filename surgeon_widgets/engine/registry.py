@@ -1,0 +1,126 @@
+"""The one place where the package adds and removes PyTorch hooks.
+
+Every hook the package registers goes through a :class:`HookRegistry`, which keeps the
+handle together with what it belongs to, so that state is visible (``repr``, :meth:`list`)
+and every registration has a removal on every path (``with`` block, :meth:`remove`).
+
+Example:
+    >>> import torch
+    >>> from torch import nn
+    >>> model = nn.Sequential(nn.Linear(2, 2))
+    >>> seen = []
+    >>> with HookRegistry("doc") as hooks:
+    ...     _ = hooks.forward(model[0], lambda m, i, o: seen.append(o.shape), name="0")
+    ...     _ = model(torch.ones(1, 2))
+    ...     len(hooks)
+    1
+    >>> seen, len(model[0]._forward_hooks)
+    ([torch.Size([1, 2])], 0)
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils.hooks import RemovableHandle
+
+__all__ = ["HookRecord", "HookRegistry", "live_hooks"]
+
+_LIVE: weakref.WeakSet[HookRegistry] = weakref.WeakSet()
+
+
+@dataclass(frozen=True)
+class HookRecord:
+    """One registered hook: its kind, the name of what it is attached to, and its handle."""
+
+    kind: str
+    name: str
+    handle: RemovableHandle
+
+
+class HookRegistry:
+    """Owns a set of hooks and removes them all on :meth:`remove` or when a ``with`` block ends.
+
+    Args:
+        owner: a label shown in ``repr`` and :func:`live_hooks` (who added these hooks).
+    """
+
+    def __init__(self, owner: str = "") -> None:
+        self.owner = owner
+        self._records: list[HookRecord] = []
+        self._lock = threading.Lock()
+        _LIVE.add(self)
+
+    def _add(self, kind: str, name: str, handle: RemovableHandle) -> RemovableHandle:
+        with self._lock:
+            self._records.append(HookRecord(kind, name, handle))
+        return handle
+
+    def forward(
+        self, module: nn.Module, fn: Callable[..., Any], name: str = "", **kwargs: Any
+    ) -> RemovableHandle:
+        """Register ``fn(module, args, output)`` as a forward hook of ``module``."""
+        return self._add("forward", name, module.register_forward_hook(fn, **kwargs))
+
+    def forward_pre(
+        self, module: nn.Module, fn: Callable[..., Any], name: str = "", **kwargs: Any
+    ) -> RemovableHandle:
+        """Register ``fn(module, args)`` as a forward pre-hook of ``module``."""
+        return self._add("forward_pre", name, module.register_forward_pre_hook(fn, **kwargs))
+
+    def backward(
+        self, module: nn.Module, fn: Callable[..., Any], name: str = ""
+    ) -> RemovableHandle:
+        """Register ``fn(module, grad_input, grad_output)`` as a full backward hook."""
+        return self._add("backward", name, module.register_full_backward_hook(fn))
+
+    def tensor(
+        self, tensor: torch.Tensor, fn: Callable[..., Any], name: str = ""
+    ) -> RemovableHandle:
+        """Register ``fn(grad)`` on a tensor (runs during ``backward()``)."""
+        return self._add("tensor", name, tensor.register_hook(fn))
+
+    def remove(self, name: str | None = None) -> int:
+        """Remove every hook (or only those attached to ``name``); return how many."""
+        with self._lock:
+            keep = [r for r in self._records if name is not None and r.name != name]
+            drop = [r for r in self._records if r not in keep]
+            self._records = keep
+        for record in drop:
+            record.handle.remove()
+        return len(drop)
+
+    def list(self) -> list[tuple[str, str]]:
+        """``(kind, name)`` for each live hook, in registration order."""
+        with self._lock:
+            return [(r.kind, r.name) for r in self._records]
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def __enter__(self) -> HookRegistry:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.remove()
+
+    def __repr__(self) -> str:
+        kinds: dict[str, int] = {}
+        for kind, _ in self.list():
+            kinds[kind] = kinds.get(kind, 0) + 1
+        counts = ", ".join(f"{k}={v}" for k, v in kinds.items()) or "none"
+        return f"HookRegistry(owner={self.owner!r}, hooks: {counts})"
+
+
+def live_hooks() -> list[tuple[str, str, str]]:
+    """Every hook still registered by this package: ``(owner, kind, name)``.
+
+    Tests use it to prove nothing is left behind.
+    """
+    return [(reg.owner, kind, name) for reg in list(_LIVE) for kind, name in reg.list()]

@@ -1,0 +1,293 @@
+"""Model -> graph with public node names: torch.fx, else ``torch.export(strict=False)``.
+
+Both tracers yield a :class:`Trace`: a ``GraphModule`` whose nodes carry their public name
+(``node.meta["surgeon_name"]``, see :mod:`.naming`) and a map from every module call
+(``layer1``, ``layer1.0.relu_1``) to the node that holds its output.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import fx, nn
+from torch.utils._pytree import tree_map
+
+from .naming import Namer, UnknownNameError, base_name
+
+__all__ = [
+    "ExampleInputs",
+    "Trace",
+    "TracingError",
+    "get_default_tracer",
+    "reset_tracer",
+    "set_tracer",
+    "trace",
+]
+
+NAME = "surgeon_name"
+OWNER = "surgeon_owner"
+ExampleInputs = Any  # a Tensor, a tuple of positional args, or a dict of keyword args
+
+_default_tracer: type[fx.Tracer] = fx.Tracer
+
+
+class TracingError(RuntimeError):
+    """Every tracer failed on the model; the message says why and what to use instead."""
+
+
+def set_tracer(tracer: type[fx.Tracer]) -> None:
+    """Use ``tracer`` (a ``torch.fx.Tracer`` subclass) by default in ``get_nodes`` and ``Extract``.
+
+    >>> import torch.fx
+    >>> set_tracer(torch.fx.Tracer); reset_tracer()
+    """
+    global _default_tracer
+    if not (isinstance(tracer, type) and issubclass(tracer, fx.Tracer)):
+        raise TypeError(f"set_tracer takes a torch.fx.Tracer subclass, not {tracer!r}")
+    _default_tracer = tracer
+
+
+def reset_tracer() -> None:
+    """Go back to ``torch.fx.Tracer`` as the default tracer."""
+    global _default_tracer
+    _default_tracer = fx.Tracer
+
+
+def get_default_tracer() -> type[fx.Tracer]:
+    return _default_tracer
+
+
+@dataclass
+class Trace:
+    """A traced model: its graph module, how it was traced, and where each module's output is."""
+
+    module: fx.GraphModule
+    method: str  # "fx" or "export"
+    training: bool
+    module_outputs: dict[str, fx.Node] = field(default_factory=dict)
+
+    def node_names(self) -> list[str]:
+        """Public names of every node a user can ask for, in graph order."""
+        return [n.meta[NAME] for n in self.module.graph.nodes if NAME in n.meta]
+
+    def valid_names(self) -> list[str]:
+        return list(dict.fromkeys(self.node_names() + list(self.module_outputs)))
+
+    def resolve(self, name: str, what: str = "node") -> fx.Node:
+        """The node called ``name``; a module name means the last node inside that module."""
+        for node in self.module.graph.nodes:
+            if node.meta.get(NAME) == name:
+                return node
+        if name in self.module_outputs:
+            return self.module_outputs[name]
+        raise UnknownNameError(
+            name, self.valid_names(), what, "Hint: get_nodes(model) lists every valid name"
+        )
+
+
+def _naming_tracer(base: type[fx.Tracer]) -> type[fx.Tracer]:
+    class NamingTracer(base):  # type: ignore[misc, valid-type]
+        """Names every node ``owner.op`` (owner = the module whose forward created it)."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self._owner = ""
+            self._namer = Namer()
+            self._calls = Namer()
+            self.module_outputs: dict[str, fx.Node] = {}
+
+        def call_module(self, m: nn.Module, forward: Any, args: Any, kwargs: Any) -> Any:
+            path = self.path_of_module(m)
+            outer, self._owner = self._owner, path
+            before = len(self.graph.nodes)
+            try:
+                out = super().call_module(m, forward, args, kwargs)
+            finally:
+                self._owner = outer
+            call_name = self._calls.name(path, "")
+            if isinstance(out, fx.Proxy):
+                self.module_outputs[call_name] = out.node
+            elif len(self.graph.nodes) > before:
+                self.module_outputs[call_name] = list(self.graph.nodes)[-1]
+            return out
+
+        def create_proxy(self, kind: str, target: Any, *args: Any, **kwargs: Any) -> Any:
+            proxy = super().create_proxy(kind, target, *args, **kwargs)
+            node = proxy.node
+            if kind == "placeholder":
+                node.meta[NAME] = self._namer.name("", node.name)
+            elif kind == "call_module":
+                node.meta[NAME] = self._namer.name(target, "")
+            elif kind in ("call_function", "call_method"):
+                node.meta[NAME] = self._namer.name(self._owner, base_name(node.name))
+            node.meta[OWNER] = self._owner
+            return proxy
+
+    return NamingTracer
+
+
+def _fx_trace(
+    model: nn.Module, tracer: type[fx.Tracer] | None, concrete_args: dict[str, Any] | None
+) -> Trace:
+    base = tracer or _default_tracer
+    naming = _naming_tracer(base)()
+    graph = naming.trace(model, concrete_args=concrete_args)
+    graph._tracer_cls = base  # the local NamingTracer class cannot be pickled
+    module = fx.GraphModule(naming.root, graph, model.__class__.__name__)
+    return Trace(module, "fx", model.training, naming.module_outputs)
+
+
+_LEAF_CONTAINERS = ("Sequential", "ModuleList", "ModuleDict")
+_ASSERTION = re.compile(r"_assert|sym_constrain_range")
+
+
+def _is_leaf_type(type_name: str) -> bool:
+    return type_name.startswith("torch.nn.modules.") and not type_name.endswith(_LEAF_CONTAINERS)
+
+
+def _module_calls(node: fx.Node) -> list[tuple[str, str, str, str]]:
+    """``(key, path, call_name, type)`` for each module call around ``node``, outermost first."""
+    calls = []
+    for key, (path, type_name) in node.meta.get("nn_module_stack", {}).items():
+        if path.startswith("_empty_nn_module_stack"):  # export's marker for "no module"
+            continue
+        index = key.rsplit("@", 1)[1] if "@" in key else "0"
+        path = "" if path == "L__self__" else path
+        call_name = f"{path}_{index}" if index != "0" else path
+        calls.append((key, path, call_name, str(type_name)))
+    return calls
+
+
+def _clean_export_graph(module: fx.GraphModule) -> None:
+    """Drop export's guard and assertion nodes and use plain calling conventions."""
+    graph = module.graph
+    for node in reversed(list(graph.nodes)):
+        is_guard = node.op == "call_module" and str(node.target) == "_guards_fn"
+        is_assert = node.op == "call_function" and _ASSERTION.search(str(node.target))
+        if (is_guard or is_assert) and not node.users:
+            graph.erase_node(node)
+    graph._codegen = fx.graph.CodeGen()
+    graph._tracer_cls = None  # export's tracer cannot rebuild the module when unpickling
+    module.recompile()
+
+
+def _name_export_nodes(module: fx.GraphModule) -> dict[str, fx.Node]:
+    """Name nodes by the fx scheme from ``nn_module_stack``; return module call -> output node.
+
+    As with fx's leaf modules, the last node inside a call of a ``torch.nn`` layer is named by
+    the module path itself (``encoder.layer.0.output.dense``).
+    """
+    nodes = list(module.graph.nodes)
+    last_in_call: dict[str, fx.Node] = {}
+    call_names: dict[str, str] = {}
+    for node in nodes:
+        for key, _, call_name, _ in _module_calls(node):
+            last_in_call[key] = node
+            call_names[key] = call_name
+    namer = Namer()
+    for node in nodes:
+        if node.op == "placeholder":
+            node.meta[NAME] = namer.name("", node.name)
+        elif node.op == "call_function":
+            calls = _module_calls(node)
+            key, owner, _, type_name = calls[-1] if calls else ("", "", "", "")
+            node.meta[OWNER] = owner
+            is_leaf_output = bool(calls) and _is_leaf_type(type_name) and last_in_call[key] is node
+            node.meta[NAME] = namer.name(owner, "" if is_leaf_output else base_name(node.name))
+    return {call_names[k]: node for k, node in last_in_call.items() if call_names[k]}
+
+
+def _split_inputs(example_inputs: ExampleInputs) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    if isinstance(example_inputs, Mapping):
+        return (), dict(example_inputs)
+    if isinstance(example_inputs, tuple):
+        return example_inputs, {}
+    if isinstance(example_inputs, list):
+        return tuple(example_inputs), {}
+    return (example_inputs,), {}
+
+
+def _auto_dynamic(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Every dimension of every input tensor may vary (torch.export keeps static what must be)."""
+    auto = torch.export.Dim.AUTO
+    bound = inspect.signature(model.forward).bind(*args, **kwargs).arguments
+    return {
+        name: tree_map(
+            lambda v: dict.fromkeys(range(v.dim()), auto) if isinstance(v, torch.Tensor) else None,
+            value,
+        )
+        for name, value in bound.items()
+    }
+
+
+def _export_trace(model: nn.Module, example_inputs: ExampleInputs) -> Trace:
+    args, kwargs = _split_inputs(example_inputs)
+    with torch.no_grad():
+        try:
+            program = torch.export.export(
+                model, args, kwargs, strict=False, dynamic_shapes=_auto_dynamic(model, args, kwargs)
+            )
+        except Exception:  # some models only export with the example's exact shapes
+            program = torch.export.export(model, args, kwargs, strict=False)
+    module = program.module()
+    _clean_export_graph(module)
+    outputs = _name_export_nodes(module)
+    return Trace(module, "export", model.training, outputs)
+
+
+def _user_frame(error: BaseException) -> str:
+    """The innermost traceback line outside torch, to point at the user's code."""
+    tb = error.__traceback__
+    where = ""
+    while tb is not None:
+        filename = tb.tb_frame.f_code.co_filename
+        if "/torch/" not in filename and "surgeon_widgets" not in filename:
+            where = f"{filename}:{tb.tb_lineno} in {tb.tb_frame.f_code.co_name}"
+        tb = tb.tb_next
+    return where
+
+
+def trace(
+    model: nn.Module,
+    tracer: type[fx.Tracer] | None = None,
+    concrete_args: dict[str, Any] | None = None,
+    example_inputs: ExampleInputs = None,
+) -> Trace:
+    """Trace ``model`` with torch.fx, or (if that fails) torch.export with ``example_inputs``.
+
+    Raises:
+        TracingError: both tracers failed (or fx failed and no ``example_inputs`` were given).
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"expected an nn.Module, got {type(model).__name__}")
+    try:
+        return _fx_trace(model, tracer, concrete_args)
+    except Exception as fx_error:
+        first = fx_error
+    reasons = [f"torch.fx: {type(first).__name__}: {first}".splitlines()[0]]
+    where = _user_frame(first)
+    if example_inputs is not None:
+        try:
+            return _export_trace(model, example_inputs)
+        except Exception as export_error:
+            reasons.append(f"torch.export: {type(export_error).__name__}: {export_error}")
+            where = where or _user_frame(export_error)
+    else:
+        reasons.append("torch.export: not tried; pass example_inputs=(args...) or {kwargs}")
+    message = "could not trace {}:\n  {}".format(
+        type(model).__name__, "\n  ".join(r.splitlines()[0] for r in reasons)
+    )
+    if where:
+        message += f"\n  at {where}"
+    message += "\nInspect(model, layer=...) works on any model: it uses hooks, not tracing."
+    raise TracingError(message) from first
+
+
+def forward_parameters(model: nn.Module) -> list[str]:
+    """Names of ``model.forward``'s parameters (for messages)."""
+    return list(inspect.signature(model.forward).parameters)

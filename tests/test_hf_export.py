@@ -1,0 +1,88 @@
+"""Models torch.fx cannot trace (Hugging Face transformers 5.x): the torch.export fallback."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+import torch
+from transformers import BertConfig, BertModel, GPT2Config, GPT2Model, ViTConfig, ViTModel
+
+from surgeon_widgets import Extract, Inspect, TracingError, get_nodes
+
+SMALL = {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 2}
+
+
+@pytest.fixture(scope="module")
+def bert():
+    config = BertConfig(**SMALL, intermediate_size=128, vocab_size=100)
+    return BertModel(config).eval()
+
+
+def bert_inputs(batch=2, seq=8):
+    mask = torch.ones(batch, seq, dtype=torch.long)
+    mask[0, -3:] = 0
+    return {"input_ids": torch.randint(0, 100, (batch, seq)), "attention_mask": mask}
+
+
+def test_bert_extract_equals_inspect(bert):
+    inputs = bert_inputs()
+    cut = Extract(bert, node_out="encoder.layer.1.output", example_inputs=inputs)
+    assert cut.method == "export"
+    _, expected = Inspect(bert, "encoder.layer.1.output")(**inputs)
+    torch.testing.assert_close(cut(**inputs), expected)
+    other = bert_inputs(batch=3, seq=12)  # not the example's shapes
+    _, expected = Inspect(bert, "encoder.layer.1.output")(**other)
+    torch.testing.assert_close(cut(**other), expected)
+    assert sum(p.numel() for p in cut.parameters()) < sum(p.numel() for p in bert.parameters())
+    torch.testing.assert_close(pickle.loads(pickle.dumps(cut))(**other), expected)
+
+
+def test_bert_nodes_named_from_module_paths(bert):
+    names = get_nodes(bert, example_inputs=bert_inputs())
+    assert names[:2] == ["input_ids", "attention_mask"]
+    for expected in ("embeddings.word_embeddings", "encoder.layer.0.attention.self.query",
+                     "encoder.layer.1.output.LayerNorm", "pooler.dense"):
+        assert expected in names
+    assert len(names) == len(set(names))
+    assert any(n.endswith("scaled_dot_product_attention") for n in names)
+
+
+def test_bert_cut_between_nodes(bert):
+    inputs = bert_inputs()
+    _, (hidden, out) = Inspect(bert, ["encoder.layer.0", "encoder.layer.1.output"])(**inputs)
+    cut = Extract(bert, node_in={"encoder.layer.0": "h"}, node_out="encoder.layer.1.output",
+                  example_inputs=inputs)
+    kwargs = {"h": hidden}
+    kwargs.update({k: inputs[k] for k in cut.summary["input"] if k in inputs})
+    torch.testing.assert_close(cut(**kwargs), out)
+
+
+def test_gpt2_without_cache():
+    model = GPT2Model(GPT2Config(n_layer=2, n_embd=64, n_head=2, vocab_size=100)).eval()
+    ids = torch.randint(0, 100, (2, 8))
+    cut = Extract(model, node_out="h.1.mlp", example_inputs={"input_ids": ids, "use_cache": False})
+    _, expected = Inspect(model, "h.1.mlp")(input_ids=ids, use_cache=False)
+    torch.testing.assert_close(cut(input_ids=ids), expected)
+
+
+def test_vit():
+    config = ViTConfig(**SMALL, intermediate_size=128, image_size=32, patch_size=8)
+    model = ViTModel(config).eval()
+    pixels = torch.rand(2, 3, 32, 32)
+    layer = "layers.1.mlp" if "layers.1.mlp" in dict(model.named_modules()) else "encoder.layer.1.output"
+    cut = Extract(model, node_out=layer, example_inputs=(pixels,))
+    _, expected = Inspect(model, layer)(pixels)
+    torch.testing.assert_close(cut(pixels), expected)
+
+
+def test_export_mode_is_fixed(bert):
+    cut = Extract(bert, node_out="encoder.layer.0", example_inputs=bert_inputs())
+    with pytest.raises(RuntimeError, match="eval mode"):
+        cut.train()
+
+
+def test_without_example_inputs_the_error_says_what_to_do(bert):
+    with pytest.raises(TracingError, match="example_inputs") as info:
+        get_nodes(bert)
+    assert "Inspect" in str(info.value)
