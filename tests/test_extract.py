@@ -172,3 +172,19 @@ def test_repeated_calls_are_distinct_nodes():
     torch.testing.assert_close(Extract(model, node_out="block.add")(x), first)
     torch.testing.assert_close(Extract(model, node_out="block.add_1")(x), second)
     torch.testing.assert_close(Extract(model, node_out="block_1")(x), second)
+
+
+def test_when_every_tracer_fails_the_error_gives_both_reasons_and_the_line(capfd):
+    class Dynamic(nn.Module):
+        def forward(self, x):
+            if x.sum() > 0:
+                return x
+            return -x
+
+    with pytest.raises(TracingError) as info:
+        Extract(Dynamic(), node_out="x", example_inputs=(torch.ones(2),))
+    message = str(info.value)
+    assert "torch.fx: TraceError" in message and "torch.export: " in message
+    assert "test_extract.py" in message and "in forward" in message
+    assert "Inspect(model" in message
+    assert "def forward" not in capfd.readouterr().err  # torch's partial graph dump is hidden

@@ -7,9 +7,12 @@ Both tracers yield a :class:`Trace`: a ``GraphModule`` whose nodes carry their p
 
 from __future__ import annotations
 
+import contextlib
 import inspect
+import io
+import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -225,9 +228,27 @@ def _auto_dynamic(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any
     }
 
 
+@contextlib.contextmanager
+def _quiet_torch_logs() -> Iterator[None]:
+    """torch.export prints its partial graph to stderr when it fails; our error says it shorter."""
+    loggers = [logging.getLogger(name) for name in _NOISY_LOGGERS]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.ERROR)
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            yield
+    finally:
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
+
+
+_NOISY_LOGGERS = ("torch.fx.experimental.symbolic_shapes", "torch._dynamo", "torch.export")
+
+
 def _export_trace(model: nn.Module, example_inputs: ExampleInputs) -> Trace:
     args, kwargs = _split_inputs(example_inputs)
-    with torch.no_grad():
+    with torch.no_grad(), _quiet_torch_logs():
         try:
             program = torch.export.export(
                 model, args, kwargs, strict=False, dynamic_shapes=_auto_dynamic(model, args, kwargs)
