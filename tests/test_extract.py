@@ -188,3 +188,27 @@ def test_when_every_tracer_fails_the_error_gives_both_reasons_and_the_line(capfd
     assert "test_extract.py" in message and "in forward" in message
     assert "Inspect(model" in message
     assert "def forward" not in capfd.readouterr().err  # torch's partial graph dump is hidden
+
+
+class BlockLeafTracer(torch.fx.Tracer):
+    def is_leaf_module(self, module, qualname):
+        return type(module).__name__ == "Block" or super().is_leaf_module(module, qualname)
+
+
+def test_tracer_argument_and_default_tracer():
+    from surgeon_widgets import get_nodes, reset_tracer, set_tracer
+
+    model = Repeated()
+    assert "block_1" in get_nodes(model, tracer=BlockLeafTracer)
+    assert "block.add" not in get_nodes(model, tracer=BlockLeafTracer)
+    set_tracer(BlockLeafTracer)
+    try:
+        assert get_nodes(model)[:3] == ["x", "block", "relu"]
+        x = torch.randn(2, 4)
+        _, expected = Inspect(model, "block_1")(x)
+        torch.testing.assert_close(Extract(model, node_out="block_1")(x), expected)
+    finally:
+        reset_tracer()
+    assert "block.add" in get_nodes(model)
+    with pytest.raises(TypeError, match="Tracer subclass"):
+        set_tracer(object)
