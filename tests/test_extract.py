@@ -8,9 +8,9 @@ import pickle
 import pytest
 import torch
 import torchvision
-from toy_models import Branchy, Repeated, SomeModelFn
 from torch import nn
 from torchvision.models.feature_extraction import create_feature_extractor
+from toy_models import Branchy, Repeated, SomeModelFn
 
 from surgeon_widgets import Extract, Inspect, TracingError, UnknownNameError
 from surgeon_widgets.engine.extract import InputLeakWarning
@@ -140,7 +140,7 @@ class ModeDependent(nn.Module):
 
 def test_train_eval_mode_dependent_graph_raises():
     cut = Extract(ModeDependent().eval())
-    with pytest.raises(RuntimeError, match="traced in eval mode .* build it again"):
+    with pytest.raises(RuntimeError, match=r"traced in eval mode .* build it again"):
         cut.train()
     cut.eval()  # same mode: fine
 

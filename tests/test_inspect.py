@@ -88,7 +88,7 @@ def test_threads_get_their_own_values():
         t.start()
     for t in threads:
         t.join()
-    for i, (y, (x1, x2)) in results.items():
+    for i, (_, (x1, x2)) in results.items():
         torch.testing.assert_close(x1, model.layer1(inputs[i]))
         torch.testing.assert_close(x2, model.layer2(model.layer1(inputs[i])))
     assert not model.layer1._forward_hooks and not model.layer2._forward_hooks
@@ -97,7 +97,7 @@ def test_threads_get_their_own_values():
 def test_nested_inspect():
     model = SomeModel()
     outer = Inspect(Inspect(model, "layer1"), "model.layer2")
-    (y, x1), x2 = outer(torch.rand(1, 5))
+    (_, x1), x2 = outer(torch.rand(1, 5))
     assert x1.shape == (1, 3) and x2.shape == (1, 2)
 
 

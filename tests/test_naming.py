@@ -63,7 +63,7 @@ def test_closest_and_error_message():
 
 @pytest.mark.parametrize("spec", [3, None, {1: "a"}])
 def test_normalize_spec_rejects_non_names(spec):
-    with pytest.raises(TypeError, match="must be|entries must be"):
+    with pytest.raises(TypeError, match=r"must be|entries must be"):
         normalize_spec(spec, "node_out")
 
 
