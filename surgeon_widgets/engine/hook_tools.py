@@ -12,7 +12,7 @@ from typing import Any
 
 from torch import Tensor, nn
 
-from .inspect import resolve_layer
+from .inspect import resolve_layer, snapshot
 from .registry import HookRegistry
 
 __all__ = ["FeatureExtractor", "GradientClipper", "VerboseExecution", "gradient_clipper"]
@@ -81,7 +81,7 @@ class FeatureExtractor(nn.Module):
 
     def _saver(self, name: str):
         def hook(module: nn.Module, args: Any, output: Any) -> None:
-            self._features[name] = output.clone() if isinstance(output, Tensor) else output
+            self._features[name] = snapshot(output)
 
         return hook
 

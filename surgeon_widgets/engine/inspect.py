@@ -1,8 +1,8 @@
 """Inspect: run the whole model and return chosen layers' outputs beside its own (hooks).
 
-Captured values are clones taken inside the hook, so a later in-place op in the model
-(``out += identity``, ``ReLU(inplace=True)``) cannot change them, while gradients still flow
-through them. Hooks live only for the duration of one call, are private to the calling
+Captured values are copy-on-write clones taken inside the hook, so a later in-place op in the
+model (``out += identity``, ``ReLU(inplace=True)``) cannot change them, while gradients still
+flow through them; the copy is only made if such an op happens. Hooks live only for the duration of one call, are private to the calling
 thread, and are removed even when the model raises.
 """
 
@@ -19,7 +19,7 @@ from torch.utils._pytree import tree_map_only
 from .naming import NameSpec, UnknownNameError, normalize_spec, split_call_suffix
 from .registry import HookRegistry
 
-__all__ = ["Inspect", "get_layers", "resolve_layer"]
+__all__ = ["Inspect", "get_layers", "resolve_layer", "snapshot"]
 
 # ids of the capture stores of the Inspect calls running in this thread / context
 _active: contextvars.ContextVar[frozenset[int]] = contextvars.ContextVar(
@@ -53,8 +53,19 @@ def resolve_layer(model: nn.Module, name: str) -> tuple[nn.Module, str, int]:
     )
 
 
-def _clone(value: Any) -> Any:
-    return tree_map_only(torch.Tensor, torch.Tensor.clone, value)
+# Copy-on-write clone: free unless the model later writes to the tensor in place, in which case
+# only that write pays for the copy. Plain clone where torch lacks it.
+_lazy_clone = getattr(torch, "_lazy_clone", torch.Tensor.clone)
+
+
+def snapshot(value: Any) -> Any:
+    """The value as it is now: tensor leaves cloned (copy-on-write), gradients still flow.
+
+    >>> t = torch.tensor([-1.0, 2.0]); kept = snapshot(t); _ = t.relu_()
+    >>> kept
+    tensor([-1.,  2.])
+    """
+    return tree_map_only(torch.Tensor, _lazy_clone, value)
 
 
 class Inspect(nn.Module):
@@ -138,7 +149,7 @@ def _make_hook(module_name: str, owner_store: dict[str, list[Any]]):
     def hook(module: nn.Module, args: Any, output: Any) -> None:
         # Hooks are shared by every thread running the model: record only for our own call.
         if id(owner_store) in _active.get():
-            owner_store.setdefault(module_name, []).append(_clone(output))
+            owner_store.setdefault(module_name, []).append(snapshot(output))
 
     return hook
 
