@@ -2,8 +2,9 @@
 
 Captured values are copy-on-write clones taken inside the hook, so a later in-place op in the
 model (``out += identity``, ``ReLU(inplace=True)``) cannot change them, while gradients still
-flow through them; the copy is only made if such an op happens. Hooks live only for the duration of one call, are private to the calling
-thread, and are removed even when the model raises.
+flow through them; the copy is only made if such an op happens. Hooks live only for the
+duration of one call, are private to the calling thread, and are removed even when the model
+raises.
 """
 
 from __future__ import annotations
