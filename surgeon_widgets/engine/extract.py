@@ -81,7 +81,8 @@ class Extract(fx.GraphModule):
         outs = _resolve(traced, node_out, "node_out")
         ins = _resolve(traced, node_in, "node_in")
         graph = traced.module.graph
-        originals = [n for n in graph.nodes if n.op == "placeholder"]
+        renamed = {n for n, _ in ins if n.op == "placeholder"}
+        originals = [n for n in graph.nodes if n.op == "placeholder" and n not in renamed]
         if node_out is not None:
             keep = bool(keep_output)
             select_outputs(graph, node_out, [n for n, _ in outs], [k for _, k in outs], keep)

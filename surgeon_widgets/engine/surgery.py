@@ -5,6 +5,7 @@ Each pass takes a ``torch.fx.Graph`` and changes it in place; ``Extract`` runs t
 
 from __future__ import annotations
 
+import keyword
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -14,7 +15,7 @@ from torch import fx
 from .naming import NameSpec
 from .tracing import NAME
 
-__all__ = ["find_leaks", "prune", "replace_inputs", "select_outputs"]
+__all__ = ["find_leaks", "input_identifier", "is_kept", "prune", "replace_inputs", "select_outputs"]
 
 
 def select_outputs(
@@ -36,9 +37,25 @@ def select_outputs(
     output.args = ((original, selected) if keep else selected,)
 
 
-def _identifier(name: str) -> str:
+def input_identifier(name: str) -> str:
+    """The argument name a new input called ``name`` gets: ``layer1.0.conv1`` -> ``layer1_0_conv1``.
+
+    Raises:
+        ValueError: the name is a Python keyword or ``self``.
+    """
     ident = re.sub(r"\W", "_", name)
-    return f"_{ident}" if ident[:1].isdigit() else ident
+    ident = f"_{ident}" if ident[:1].isdigit() else ident
+    if keyword.iskeyword(ident) or ident == "self":
+        raise ValueError(f"{name!r} cannot name an input (a Python keyword or 'self')")
+    return ident
+
+
+def is_kept(node: fx.Node) -> bool:
+    """Whether pruning must keep ``node`` though nothing reads it (a real side effect).
+
+    Random ops (dropout, attention) count as pure: a cut that does not need them drops them.
+    """
+    return node.is_impure(impure_random=False)
 
 
 def replace_inputs(graph: fx.Graph, nodes: Sequence[fx.Node], keys: Sequence[str]) -> list[fx.Node]:
@@ -49,9 +66,10 @@ def replace_inputs(graph: fx.Graph, nodes: Sequence[fx.Node], keys: Sequence[str
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     anchor = placeholders[-1] if placeholders else next(iter(graph.nodes))
     created = []
-    for node, key in zip(nodes, keys):
+    names = [input_identifier(key) for key in keys]
+    for node, key, name in zip(nodes, keys, names):
         if node.op == "placeholder":
-            node.target = node.name = _identifier(key)
+            node.target = node.name = name
             created.append(node)
             continue
         insert = (
@@ -67,14 +85,20 @@ def replace_inputs(graph: fx.Graph, nodes: Sequence[fx.Node], keys: Sequence[str
         anchor = placeholder
         created.append(placeholder)
     prune(graph)
-    for placeholder, key in zip(created, keys):
-        placeholder.target = placeholder.name = _identifier(key)
+    taken = {n.name for n in graph.nodes if n not in created}
+    for placeholder, name in zip(created, names):
+        if name in taken:
+            raise ValueError(
+                f"new input name {name!r} is already a node or input of the cut graph; "
+                "give node_in as a dict {node: new_name} with another name"
+            )
+        placeholder.target = placeholder.name = name
     return created
 
 
 def prune(graph: fx.Graph) -> None:
     """Remove every node the output does not need, unused inputs included."""
-    graph.eliminate_dead_code()
+    graph.eliminate_dead_code(is_impure_node=is_kept)
     for node in list(graph.nodes):
         if node.op == "placeholder" and not node.users:
             graph.erase_node(node)

@@ -1,0 +1,348 @@
+"""Check a cut before building it: what ``Extract(model, node_in, node_out)`` would need and keep.
+
+:func:`analyze_cut` traces once (or reuses a :class:`~.tracing.Trace`), runs Extract's own
+surgery passes on a copy of the graph and reports inputs, leaks, outputs, sizes and problems;
+it computes no tensor and never raises for a user mistake. :func:`suggest_fix` finds the
+fewest extra ``node_in`` nodes that stop the original inputs from leaking into the cut.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from torch import fx, nn
+
+from .mincut import min_vertex_cut
+from .naming import NameSpec, UnknownNameError, normalize_spec
+from .surgery import find_leaks, input_identifier, is_kept, prune, replace_inputs, select_outputs
+from .tracing import NAME, ExampleInputs, Trace, TracingError, trace
+
+__all__ = ["CutReport", "analyze_cut", "suggest_fix"]
+
+_OPS = ("call_module", "call_function", "call_method")
+
+
+@dataclass(frozen=True)
+class CutReport:
+    """What ``Extract(model, node_in, node_out)`` would need and keep; ``valid`` = no problems.
+
+    ==============  ==========================================================================
+    node_in/out     the names asked for (dict keys for a dict)
+    inputs          the cut model's inputs, as ``Extract(...).summary["input"]`` names them:
+                    original inputs still read, then the new ones
+    outputs         the output keys (the model's own output nodes when ``node_out`` is None)
+    leaks           ``{original input: [nodes still reading it]}``, as ``summary.leaks``
+    fix             extra ``node_in`` names that would end every leak (:func:`suggest_fix`);
+                    ``None`` when nothing leaks, nothing can, or there are problems
+    params_kept     parameters the cut model keeps; ``params_total``: the model's
+    nodes_kept      operations (module and function calls) it runs; ``nodes_total``: all
+    method          ``"fx"`` or ``"export"``; ``None`` if the model could not be traced
+    problems        human-readable reasons the cut is wrong (a leak is not one)
+    ==============  ==========================================================================
+    """
+
+    node_in: tuple[str, ...] = ()
+    node_out: tuple[str, ...] = ()
+    inputs: tuple[str, ...] = ()
+    outputs: tuple[str, ...] = ()
+    leaks: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+    fix: tuple[str, ...] | None = None
+    params_kept: int = 0
+    params_total: int = 0
+    nodes_kept: int = 0
+    nodes_total: int = 0
+    method: str | None = None
+    problems: tuple[str, ...] = ()
+
+    @property
+    def valid(self) -> bool:
+        return not self.problems
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain lists, dicts, str, int and bool only (``json.dumps`` takes it)."""
+        data = {k: list(v) if isinstance(v, tuple) else v for k, v in vars(self).items()}
+        data["leaks"] = {k: list(v) for k, v in self.leaks.items()}
+        return {**data, "valid": self.valid}
+
+
+def analyze_cut(
+    model_or_trace: nn.Module | Trace,
+    node_in: NameSpec | None = None,
+    node_out: NameSpec | None = None,
+    example_inputs: ExampleInputs = None,
+) -> CutReport:
+    """Report on ``Extract(model, node_in, node_out)`` without building it or running anything.
+
+    Names take the forms ``Extract`` takes (str, list, tuple, dict ``{node: new_name}``).
+    ``example_inputs`` enable the ``torch.export`` fallback; pass a ``Trace`` to reuse one.
+
+    >>> class Branchy(nn.Module):
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.a, self.b = nn.Linear(5, 3), nn.Linear(5, 3)
+    ...     def forward(self, x):
+    ...         return torch.add(self.a(x), self.b(x))
+    >>> report = analyze_cut(Branchy(), node_in="a", node_out="add")
+    >>> report.inputs, report.leaks, report.fix, report.valid
+    (('x', 'a'), {'x': ['b']}, ('b',), True)
+    >>> print(analyze_cut(Branchy(), node_in="a", node_out="ad").problems[0].split(". ")[0])
+    unknown node_out 'ad'; closest valid: 'add', 'a'
+    """
+    names_in, names_out = _names(node_in), _names(node_out)
+    base = CutReport(node_in=names_in, node_out=names_out)
+    try:
+        traced = _trace(model_or_trace, example_inputs)
+    except (TracingError, TypeError) as error:
+        return dataclasses.replace(base, problems=(str(error),))
+    problems: list[str] = []
+    ins = _resolve(traced, node_in, "node_in", problems)
+    outs = _resolve(traced, node_out, "node_out", problems)
+    sizes = {
+        "params_total": _param_count(_root(model_or_trace), None),
+        "nodes_total": sum(n.op in _OPS for n in traced.module.graph.nodes),
+        "method": traced.method,
+    }
+    base = dataclasses.replace(base, **sizes)
+    if problems:
+        return dataclasses.replace(base, problems=tuple(problems))
+    problems += _overlap_problems(ins, outs) + _dependency_problems(traced, ins, outs)
+    try:
+        graph, inputs, leaks = _cut_graph(traced, ins, outs, node_in, node_out)
+    except Exception as error:  # an engine failure must reach the UI, not crash it
+        return dataclasses.replace(base, problems=(*problems, f"the cut fails: {error}"))
+    problems += _input_name_problems(inputs)
+    repairable = leaks and not problems
+    fix = _fix(traced, [n for n, _ in ins], [n for n, _ in outs]) if repairable else None
+    return dataclasses.replace(
+        base,
+        inputs=inputs,
+        outputs=tuple(key for _, key in outs) or _names_of(_output_nodes(traced.module.graph)),
+        leaks=leaks,
+        fix=None if fix is None else tuple(fix),
+        params_kept=_param_count(traced.module, graph),
+        nodes_kept=sum(n.op in _OPS for n in graph.nodes),
+        problems=tuple(problems),
+    )
+
+
+def suggest_fix(
+    model_or_trace: nn.Module | Trace,
+    node_in: NameSpec,
+    node_out: NameSpec | None = None,
+    example_inputs: ExampleInputs = None,
+) -> list[str] | None:
+    """The fewest extra ``node_in`` names after which no original input leaks into the cut.
+
+    Every output stays computed from the given ``node_in`` (no node downstream of it is
+    chosen); among equally small answers, the one closest to the outputs. ``[]``: nothing
+    leaks; ``None``: no set of extra nodes can stop the leak (an output reads an input directly).
+
+    Raises:
+        UnknownNameError: a name the model does not have. TracingError: untraceable model.
+
+    >>> class Residual(nn.Module):
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.stem, self.body = nn.Linear(2, 2), nn.Linear(2, 2)
+    ...     def forward(self, x):
+    ...         h = self.stem(x)
+    ...         return self.body(h) + h
+    >>> suggest_fix(Residual(), node_in="body"), suggest_fix(Residual(), node_in="stem")
+    (['stem'], [])
+    """
+    traced = _trace(model_or_trace, example_inputs)
+    ins = [traced.resolve(name, "node_in") for name, _ in normalize_spec(node_in, "node_in")]
+    outs = [] if node_out is None else [n for n, _ in _resolve(traced, node_out, "node_out", None)]
+    return _fix(traced, ins, outs)
+
+
+def _fix(traced: Trace, ins: list[fx.Node], outs: list[fx.Node]) -> list[str] | None:
+    """Min vertex cut between the original inputs and every node the cut model computes
+    (the outputs, and side-effecting nodes that Extract's dead-code pass keeps)."""
+    graph = traced.module.graph
+    outs = outs or _output_nodes(graph)
+    nodes = [n for n in graph.nodes if n.op != "output"]
+    below = _descendants(ins)
+
+    def cost(node: fx.Node) -> int | None:
+        if node in ins:
+            return 0
+        fixed = node.op == "placeholder" or node in outs or node in below
+        return None if fixed or NAME not in node.meta else 1
+
+    sources = [n for n in nodes if n.op == "placeholder" and n not in ins]
+    # Extract's dead-code pass (``eliminate_dead_code``) keeps impure nodes and what they read.
+    kept = [n for n in nodes if n.op in _OPS and is_kept(n)]
+    sinks = [n for n in [*outs, *kept] if n not in ins]
+    preds = {n: n.all_input_nodes for n in nodes}
+    cut = min_vertex_cut(preds, sources, sinks, {n: cost(n) for n in nodes})
+    return None if cut is None else [n.meta[NAME] for n in cut]
+
+
+def _trace(model_or_trace: nn.Module | Trace, example_inputs: ExampleInputs) -> Trace:
+    if isinstance(model_or_trace, Trace):
+        return model_or_trace
+    return trace(model_or_trace, example_inputs=example_inputs)
+
+
+def _root(model_or_trace: nn.Module | Trace) -> nn.Module:
+    return model_or_trace.module if isinstance(model_or_trace, Trace) else model_or_trace
+
+
+def _names(spec: Any) -> tuple[str, ...]:
+    if spec is None:
+        return ()
+    items = [spec] if isinstance(spec, str) else spec
+    return tuple(str(name) for name in items) if isinstance(items, Iterable) else (str(spec),)
+
+
+def _names_of(nodes: Iterable[fx.Node]) -> tuple[str, ...]:
+    return tuple(n.meta.get(NAME, n.name) for n in nodes)
+
+
+def _resolve(
+    traced: Trace, spec: NameSpec | None, what: str, problems: list[str] | None
+) -> list[tuple[fx.Node, str]]:
+    """``[(node, key)]``; with ``problems`` given, bad names are reported there, not raised."""
+    if spec is None:
+        return []
+    try:
+        pairs = normalize_spec(spec, what)
+    except (TypeError, ValueError) as error:
+        if problems is None:
+            raise
+        problems.append(str(error))
+        return []
+    resolved = []
+    for name, key in pairs:
+        try:
+            resolved.append((traced.resolve(name, what), key))
+        except UnknownNameError as error:
+            if problems is None:
+                raise
+            problems.append(str(error))
+    return resolved
+
+
+def _overlap_problems(ins: list[tuple[fx.Node, str]], outs: list[tuple[fx.Node, str]]) -> list[str]:
+    problems = []
+    for node, key in outs:
+        for other, new_name in ins:
+            if node is other:
+                problems.append(
+                    f"{key!r} is both an output and an input ({new_name!r}): both name node "
+                    f"{node.meta.get(NAME)!r}, so the cut would return its input unchanged"
+                )
+    seen: dict[fx.Node, str] = {}
+    for node, key in ins:
+        if node in seen:
+            problems.append(f"node_in {key!r} and {seen[node]!r} name the same node")
+        seen[node] = key
+    return problems
+
+
+def _dependency_problems(
+    traced: Trace, ins: list[tuple[fx.Node, str]], outs: list[tuple[fx.Node, str]]
+) -> list[str]:
+    """Outputs computed without any ``node_in``, and ``node_in`` no output uses."""
+    if not ins:
+        return []
+    in_nodes = {node for node, _ in ins}
+    targets = outs or [(n, n.meta.get(NAME, n.name)) for n in _output_nodes(traced.module.graph)]
+    problems, used = [], set()
+    for node, key in targets:
+        reached = _ancestors(node, stop=in_nodes) & in_nodes
+        used |= reached
+        if not reached:
+            problems.append(
+                f"output {key!r} does not depend on any node_in: it is computed from the "
+                "original inputs only (pick a node_in upstream of it)"
+            )
+    for node, key in ins:
+        if node not in used:
+            problems.append(f"node_in {key!r} is not used by any output; it would be dropped")
+    return problems
+
+
+def _input_name_problems(names: tuple[str, ...]) -> list[str]:
+    """Input names the cut model's generated ``forward`` cannot take."""
+    return [
+        f"two inputs would both be called {n!r}" for n in dict.fromkeys(names) if names.count(n) > 1
+    ]
+
+
+def _cut_graph(
+    traced: Trace,
+    ins: list[tuple[fx.Node, str]],
+    outs: list[tuple[fx.Node, str]],
+    node_in: NameSpec | None,
+    node_out: NameSpec | None,
+) -> tuple[fx.Graph, tuple[str, ...], dict[str, list[str]]]:
+    """Run Extract's passes on a copy of the graph, so the report matches Extract exactly.
+
+    New inputs get temporary unique names here (a clash would fail the passes); the names
+    Extract would give them (``input_identifier(key)``) are returned in placeholder order.
+    """
+    graph = fx.Graph(owning_module=traced.module)
+    copies: dict[fx.Node, fx.Node] = {}
+    graph.output(graph.graph_copy(traced.module.graph, copies))
+    originals = [n for n in graph.nodes if n.op == "placeholder"]
+    if node_out is not None:
+        select_outputs(graph, node_out, [copies[n] for n, _ in outs], [k for _, k in outs], False)
+    temporary = {f"__surgeon_cut_{i}": input_identifier(key) for i, (_, key) in enumerate(ins)}
+    if node_in is not None:
+        replace_inputs(graph, [copies[n] for n, _ in ins], list(temporary))
+    prune(graph)
+    replaced = {copies[n] for n, _ in ins}
+    leaks = find_leaks(graph, [n for n in originals if n not in replaced]) if ins else {}
+    names = tuple(temporary.get(n.name, n.name) for n in graph.nodes if n.op == "placeholder")
+    return graph, names, leaks
+
+
+def _output_nodes(graph: fx.Graph) -> list[fx.Node]:
+    return next(n for n in graph.nodes if n.op == "output").all_input_nodes
+
+
+def _ancestors(node: fx.Node, stop: set[fx.Node]) -> set[fx.Node]:
+    """``node`` and every node it reads, not looking past ``stop`` nodes."""
+    seen, todo = {node}, [node]
+    while todo:
+        current = todo.pop()
+        if current in stop:
+            continue
+        for parent in current.all_input_nodes:
+            if parent not in seen:
+                seen.add(parent)
+                todo.append(parent)
+    return seen
+
+
+def _descendants(nodes: Iterable[fx.Node]) -> set[fx.Node]:
+    seen: set[fx.Node] = set()
+    todo = list(nodes)
+    while todo:
+        for user in todo.pop().users:
+            if user not in seen:
+                seen.add(user)
+                todo.append(user)
+    return seen
+
+
+def _param_count(root: nn.Module, graph: fx.Graph | None) -> int:
+    """Parameters ``graph``'s modules and attributes hold (all of ``root``'s if no graph)."""
+    if graph is None:
+        return sum(p.numel() for p in root.parameters())
+    found: dict[int, int] = {}
+    for node in graph.nodes:
+        if node.op not in ("call_module", "get_attr"):
+            continue
+        value = functools.reduce(getattr, str(node.target).split("."), root)
+        tensors = value.parameters() if isinstance(value, nn.Module) else [value]
+        for tensor in tensors:
+            if isinstance(tensor, nn.Parameter):
+                found[id(tensor)] = tensor.numel()
+    return sum(found.values())
