@@ -121,8 +121,12 @@ class AttentionRecorder(TorchFunctionMode):
 
 def _is_row_softmax(output: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     dim = kwargs.get("dim", args[1] if len(args) > 1 else None)
-    return (isinstance(output, torch.Tensor) and output.dim() in (3, 4)
-            and isinstance(dim, int) and dim % output.dim() == output.dim() - 1)
+    return (
+        isinstance(output, torch.Tensor)
+        and output.dim() in (3, 4)
+        and isinstance(dim, int)
+        and dim % output.dim() == output.dim() - 1
+    )
 
 
 def _as_4d(pattern: torch.Tensor) -> torch.Tensor:

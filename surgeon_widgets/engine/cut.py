@@ -103,7 +103,7 @@ def analyze_cut(
     outs = _resolve(traced, node_out, "node_out", problems)
     sizes = {
         "params_total": _param_count(_root(model_or_trace), None),
-        "nodes_total": sum(n.op in _OPS for n in traced.module.graph.nodes),
+        "nodes_total": sum(n.op in _OPS for n in traced.graph.nodes),
         "method": traced.method,
     }
     base = dataclasses.replace(base, **sizes)
@@ -120,10 +120,10 @@ def analyze_cut(
     return dataclasses.replace(
         base,
         inputs=inputs,
-        outputs=tuple(key for _, key in outs) or _names_of(_output_nodes(traced.module.graph)),
+        outputs=tuple(key for _, key in outs) or _names_of(_output_nodes(traced.graph)),
         leaks=leaks,
         fix=None if fix is None else tuple(fix),
-        params_kept=_param_count(traced.module, graph),
+        params_kept=_param_count(traced.root, graph),
         nodes_kept=sum(n.op in _OPS for n in graph.nodes),
         problems=tuple(problems),
     )
@@ -163,7 +163,7 @@ def suggest_fix(
 def _fix(traced: Trace, ins: list[fx.Node], outs: list[fx.Node]) -> list[str] | None:
     """Min vertex cut between the original inputs and every node the cut model computes
     (the outputs, and side-effecting nodes that Extract's dead-code pass keeps)."""
-    graph = traced.module.graph
+    graph = traced.graph
     outs = outs or _output_nodes(graph)
     nodes = [n for n in graph.nodes if n.op != "output"]
     below = _descendants(ins)
@@ -190,7 +190,7 @@ def _trace(model_or_trace: nn.Module | Trace, example_inputs: ExampleInputs) -> 
 
 
 def _root(model_or_trace: nn.Module | Trace) -> nn.Module:
-    return model_or_trace.module if isinstance(model_or_trace, Trace) else model_or_trace
+    return model_or_trace.root if isinstance(model_or_trace, Trace) else model_or_trace
 
 
 def _names(spec: Any) -> tuple[str, ...]:
@@ -252,7 +252,7 @@ def _dependency_problems(
     if not ins:
         return []
     in_nodes = {node for node, _ in ins}
-    targets = outs or [(n, n.meta.get(NAME, n.name)) for n in _output_nodes(traced.module.graph)]
+    targets = outs or [(n, n.meta.get(NAME, n.name)) for n in _output_nodes(traced.graph)]
     problems, used = [], set()
     for node, key in targets:
         reached = _ancestors(node, stop=in_nodes) & in_nodes
@@ -287,9 +287,9 @@ def _cut_graph(
     New inputs get temporary unique names here (a clash would fail the passes); the names
     Extract would give them (``input_identifier(key)``) are returned in placeholder order.
     """
-    graph = fx.Graph(owning_module=traced.module)
+    graph = fx.Graph(owning_module=traced.root)
     copies: dict[fx.Node, fx.Node] = {}
-    graph.output(graph.graph_copy(traced.module.graph, copies))
+    graph.output(graph.graph_copy(traced.graph, copies))
     originals = [n for n in graph.nodes if n.op == "placeholder"]
     if node_out is not None:
         select_outputs(graph, node_out, [copies[n] for n, _ in outs], [k for _, k in outs], False)

@@ -80,7 +80,7 @@ class Extract(fx.GraphModule):
         mode_dependent = _mode_dependent(model, traced, tracer, concrete_args)
         outs = _resolve(traced, node_out, "node_out")
         ins = _resolve(traced, node_in, "node_in")
-        graph = traced.module.graph
+        graph = traced.graph
         renamed = {n for n, _ in ins if n.op == "placeholder"}
         originals = [n for n in graph.nodes if n.op == "placeholder" and n not in renamed]
         if node_out is not None:
@@ -89,7 +89,7 @@ class Extract(fx.GraphModule):
         if node_in is not None:
             replace_inputs(graph, [n for n, _ in ins], [k for _, k in ins])
         prune(graph)
-        super().__init__(traced.module, graph, class_name="Extract")
+        super().__init__(traced.root, graph, class_name="Extract")
         if not share_modules:
             self._own_copies()
         self.training = model.training
@@ -186,4 +186,8 @@ def _mode_dependent(
     finally:
         for module, mode in modes.items():
             module.training = mode
-    return traced.module.code != other.module.code
+    return _code(traced.graph) != _code(other.graph)
+
+
+def _code(graph: fx.Graph) -> str:
+    return graph.python_code("self").src

@@ -56,7 +56,7 @@ def resolve_layer(model: nn.Module, name: str) -> tuple[nn.Module, str, int]:
 
 # Copy-on-write clone: free unless the model later writes to the tensor in place, in which case
 # only that write pays for the copy. Plain clone where torch lacks it.
-_lazy_clone = getattr(torch, "_lazy_clone", torch.Tensor.clone)
+lazy_clone = getattr(torch, "_lazy_clone", torch.clone)
 
 
 def snapshot(value: Any) -> Any:
@@ -66,7 +66,9 @@ def snapshot(value: Any) -> Any:
     >>> kept
     tensor([-1.,  2.])
     """
-    return tree_map_only(torch.Tensor, _lazy_clone, value)
+    if isinstance(value, torch.Tensor):
+        return lazy_clone(value)
+    return tree_map_only(torch.Tensor, lazy_clone, value)
 
 
 class Inspect(nn.Module):
@@ -109,12 +111,8 @@ class Inspect(nn.Module):
         token = _active.set(_active.get() | {id(store)})
         try:
             with HookRegistry("Inspect") as hooks:
-                for module_name in dict.fromkeys(t[3] for t in self._targets):
-                    hooks.forward(
-                        self.model.get_submodule(module_name),
-                        _make_hook(module_name, store),
-                        name=module_name,
-                    )
+                for module, module_name in dict.fromkeys((t[2], t[3]) for t in self._targets):
+                    hooks.forward(module, _make_hook(module_name, store), name=module_name)
                 output = self.model(*args, **kwargs)
         finally:
             _active.reset(token)

@@ -12,6 +12,7 @@ from typing import Any
 
 from torch import fx
 
+from .inspect import lazy_clone
 from .naming import NameSpec
 from .tracing import NAME
 
@@ -25,6 +26,7 @@ def select_outputs(
     the order asked; with ``keep`` the original output comes first: ``(original, selected)``."""
     output = next(n for n in graph.nodes if n.op == "output")
     original = output.args[0]
+    nodes = [_snapshot_if_written_later(graph, node) for node in nodes]
     selected: Any
     if isinstance(spec, str):
         selected = nodes[0]
@@ -35,6 +37,53 @@ def select_outputs(
     else:
         selected = list(nodes)
     output.args = ((original, selected) if keep else selected,)
+
+
+def _snapshot_if_written_later(graph: fx.Graph, node: fx.Node) -> fx.Node:
+    """A copy-on-write snapshot of ``node`` if a later op may write to it in place (ResNet's
+    ``relu(inplace=True)`` after ``bn1``), so the output keeps the value as computed."""
+    if not any(_writes_in_place(user) for user in _readers(node)):
+        return node
+    with graph.inserting_after(node):
+        return graph.call_function(lazy_clone, (node,))
+
+
+_VIEWS = {"getitem", "view", "reshape", "transpose", "permute", "flatten", "unsqueeze",
+          "squeeze", "expand", "narrow", "select", "slice", "t", "contiguous", "alias"}  # fmt: skip
+
+
+def _readers(node: fx.Node) -> list[fx.Node]:
+    """Nodes reading ``node`` directly or through views of it (which alias its memory)."""
+    found, todo = [], list(node.users)
+    while todo:
+        user = todo.pop()
+        found.append(user)
+        if _op_name(user) in _VIEWS:
+            todo.extend(user.users)
+    return found
+
+
+def _op_name(node: fx.Node) -> str:
+    target = node.target
+    name = target if isinstance(target, str) else getattr(target, "__name__", "")
+    return name.split(".")[0]
+
+
+def _writes_in_place(node: fx.Node) -> bool:
+    if node.op == "call_module":
+        module = node.graph.owning_module.get_submodule(str(node.target))
+        return bool(getattr(module, "inplace", False))
+    if node.op not in ("call_function", "call_method"):
+        return False
+    schema = getattr(node.target, "_schema", None)
+    if schema is not None:
+        return schema.is_mutable
+    name = _op_name(node)
+    return (
+        node.kwargs.get("inplace") is True
+        or name in ("iadd", "isub", "imul", "setitem")
+        or (name.endswith("_") and not name.startswith("_"))
+    )
 
 
 def input_identifier(name: str) -> str:

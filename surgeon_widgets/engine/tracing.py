@@ -8,6 +8,7 @@ Both tracers yield a :class:`Trace`: a ``GraphModule`` whose nodes carry their p
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import io
 import logging
@@ -67,23 +68,30 @@ def get_default_tracer() -> type[fx.Tracer]:
 
 @dataclass
 class Trace:
-    """A traced model: its graph module, how it was traced, and where each module's output is."""
+    """A traced model: its graph, the module the graph's targets live in, how it was traced,
+    and where each module call's output is."""
 
-    module: fx.GraphModule
+    root: nn.Module  # the model (fx) or export's unlifted module: holds call/get_attr targets
+    graph: fx.Graph
     method: str  # "fx" or "export"
     training: bool
     module_outputs: dict[str, fx.Node] = field(default_factory=dict)
 
+    @functools.cached_property
+    def module(self) -> fx.GraphModule:
+        """A ``GraphModule`` running the graph (built on first use: code generation costs)."""
+        return fx.GraphModule(self.root, self.graph, type(self.root).__name__)
+
     def node_names(self) -> list[str]:
         """Public names of every node a user can ask for, in graph order."""
-        return [n.meta[NAME] for n in self.module.graph.nodes if NAME in n.meta]
+        return [n.meta[NAME] for n in self.graph.nodes if NAME in n.meta]
 
     def valid_names(self) -> list[str]:
         return list(dict.fromkeys(self.node_names() + list(self.module_outputs)))
 
     def resolve(self, name: str, what: str = "node") -> fx.Node:
         """The node called ``name``; a module name means the last node inside that module."""
-        for node in self.module.graph.nodes:
+        for node in self.graph.nodes:
             if node.meta.get(NAME) == name:
                 return node
         if name in self.module_outputs:
@@ -122,8 +130,8 @@ def _naming_tracer(base: type[fx.Tracer]) -> type[fx.Tracer]:
         def create_proxy(self, kind: str, target: Any, *args: Any, **kwargs: Any) -> Any:
             proxy = super().create_proxy(kind, target, *args, **kwargs)
             node = proxy.node
-            if kind == "placeholder":
-                node.meta[NAME] = self._namer.name("", node.name)
+            if kind == "placeholder":  # the parameter's own name (fx renames e.g. input)
+                node.meta[NAME] = self._namer.name("", str(target).lstrip("*"))
             elif kind == "call_module":
                 node.meta[NAME] = self._namer.name(target, "")
             elif kind in ("call_function", "call_method"):
@@ -141,8 +149,8 @@ def _fx_trace(
     naming = _naming_tracer(base)()
     graph = naming.trace(model, concrete_args=concrete_args)
     graph._tracer_cls = base  # the local NamingTracer class cannot be pickled
-    module = fx.GraphModule(naming.root, graph, model.__class__.__name__)
-    return Trace(module, "fx", model.training, naming.module_outputs)
+    graph.owning_module = naming.root  # purity checks look modules up through it
+    return Trace(naming.root, graph, "fx", model.training, naming.module_outputs)
 
 
 _LEAF_CONTAINERS = ("Sequential", "ModuleList", "ModuleDict")
@@ -258,7 +266,7 @@ def _export_trace(model: nn.Module, example_inputs: ExampleInputs) -> Trace:
     module = program.module()
     _clean_export_graph(module)
     outputs = _name_export_nodes(module)
-    return Trace(module, "export", model.training, outputs)
+    return Trace(module, module.graph, "export", model.training, outputs)
 
 
 def _user_frame(error: BaseException) -> str:
