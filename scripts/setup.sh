@@ -20,5 +20,5 @@ fi
 .venv/bin/pip install -q -e ".[test]"
 
 if [ -f js/package.json ]; then
-  (cd js && npm ci --no-audit --no-fund && npm run build && npm run typecheck)
+  (cd js && npm ci --no-audit --no-fund && npm run check)
 fi

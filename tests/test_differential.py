@@ -173,7 +173,7 @@ def surgeon_mangles(model: nn.Module) -> list[bool]:
             continue
         own = _FX_SUFFIX.sub("", node.name)
         renamed_input = node.op == "placeholder" and node.name != node.target
-        flags.append(node.op in ("call_function", "call_method") and "_" in own or renamed_input)
+        flags.append((node.op in ("call_function", "call_method") and "_" in own) or renamed_input)
     return flags
 
 
