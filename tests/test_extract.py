@@ -212,3 +212,11 @@ def test_tracer_argument_and_default_tracer():
     assert "block.add" in get_nodes(model)
     with pytest.raises(TypeError, match="Tracer subclass"):
         set_tracer(object)
+
+
+def test_unused_node_in_warns():
+    from surgeon_widgets.engine.extract import UnusedInputWarning
+
+    with pytest.warns(UnusedInputWarning, match="node_in 'layer2' feeds none of the outputs"):
+        cut = Extract(SomeModelFn(), node_in="layer2", node_out="relu")
+    assert cut.summary["input"] == ("x",)

@@ -13,11 +13,15 @@ from .naming import NameSpec, normalize_spec
 from .surgery import find_leaks, prune, replace_inputs, select_outputs
 from .tracing import ExampleInputs, Trace, trace
 
-__all__ = ["Extract", "InputLeakWarning", "Summary"]
+__all__ = ["Extract", "InputLeakWarning", "Summary", "UnusedInputWarning"]
 
 
 class InputLeakWarning(UserWarning):
     """A ``node_in`` cut left an original input in use (another branch still reads it)."""
+
+
+class UnusedInputWarning(UserWarning):
+    """A ``node_in`` that no ``node_out`` depends on; the cut model does not take it."""
 
 
 class Summary(dict):
@@ -87,7 +91,8 @@ class Extract(fx.GraphModule):
             keep = bool(keep_output)
             select_outputs(graph, node_out, [n for n, _ in outs], [k for _, k in outs], keep)
         if node_in is not None:
-            replace_inputs(graph, [n for n, _ in ins], [k for _, k in ins])
+            new_inputs = replace_inputs(graph, [n for n, _ in ins], [k for _, k in ins])
+            _warn_unused(graph, new_inputs, [name for name, _ in normalize_spec(node_in, "")])
         prune(graph)
         super().__init__(traced.root, graph, class_name="Extract")
         if not share_modules:
@@ -160,6 +165,18 @@ def _rebuild(reduced: Any, state: dict[str, Any]) -> Extract:
     extract.__dict__.update(state)
     extract.training = plain.training
     return extract
+
+
+def _warn_unused(graph: fx.Graph, placeholders: list[fx.Node], names: list[str]) -> None:
+    alive = set(graph.nodes)
+    for placeholder, name in zip(placeholders, names):
+        if placeholder not in alive:
+            warnings.warn(
+                f"node_in {name!r} feeds none of the outputs (do they come before it?); "
+                "it was dropped",
+                UnusedInputWarning,
+                stacklevel=3,
+            )
 
 
 def _resolve(traced: Trace, spec: NameSpec | None, what: str) -> list[tuple[fx.Node, str]]:
