@@ -30,10 +30,18 @@ from transformers import BertConfig, BertModel
 
 from surgeon_widgets.engine.attention import capture_attention
 
-BASE = {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
-        "intermediate_size": 3072}
-QUICK = {"hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4,
-         "intermediate_size": 1024}
+BASE = {
+    "hidden_size": 768,
+    "num_hidden_layers": 12,
+    "num_attention_heads": 12,
+    "intermediate_size": 3072,
+}
+QUICK = {
+    "hidden_size": 256,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 4,
+    "intermediate_size": 1024,
+}
 
 
 def build(shape: dict[str, int]) -> tuple[BertModel, BertModel]:
@@ -58,8 +66,11 @@ def variants(sdpa: BertModel, eager: BertModel, tokens: int) -> dict[str, Callab
     }
 
 
-def measure(runs: dict[str, Callable[[], object]], rounds: int,
-            clock: Callable[[], float] = time.perf_counter) -> dict[str, float]:
+def measure(
+    runs: dict[str, Callable[[], object]],
+    rounds: int,
+    clock: Callable[[], float] = time.perf_counter,
+) -> dict[str, float]:
     """Median seconds per variant over ``rounds`` interleaved rounds (after one warm-up)."""
     times: dict[str, list[float]] = {name: [] for name in runs}
     with torch.no_grad():
@@ -77,16 +88,22 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller model, fewer rounds")
     parser.add_argument("--rounds", type=int, default=None, help="interleaved rounds")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch threads; 1 (default) times thread CPU time, more wall time")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads; 1 (default) times thread CPU time, more wall time",
+    )
     args = parser.parse_args(argv)
     shape = QUICK if args.quick else BASE
     rounds = args.rounds or (5 if args.quick else 9)
     torch.set_num_threads(args.threads)
     clock = time.thread_time if args.threads == 1 else time.perf_counter
     sdpa, eager = build(shape)
-    print(f"model: BERT {shape}, batch 1, {rounds} rounds, {args.threads} torch thread(s), "
-          f"clock {clock.__name__}")
+    print(
+        f"model: BERT {shape}, batch 1, {rounds} rounds, {args.threads} torch thread(s), "
+        f"clock {clock.__name__}"
+    )
     for tokens in (128, 512):
         medians = measure(variants(sdpa, eager, tokens), rounds, clock)
         print(f"no_capture @{tokens}: {medians['no_capture'] * 1e3:.1f} ms")

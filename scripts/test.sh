@@ -7,7 +7,8 @@ if [ "${CI:-}" = true ] && ! git diff --quiet -- surgeon_widgets/static; then
   echo "surgeon_widgets/static is stale: run 'cd js && npm run build' and commit the bundle" >&2
   exit 1
 fi
-.venv/bin/python -m pytest -p no:cacheprovider tests --doctest-modules surgeon_widgets/engine
+.venv/bin/python -m pytest -p no:cacheprovider --doctest-modules surgeon_widgets
+.venv/bin/python -m pytest -p no:cacheprovider tests
 if compgen -G "notebooks/*.ipynb" > /dev/null; then
   .venv/bin/python -m pytest -p no:cacheprovider --nbval-lax notebooks
 fi

@@ -1,5 +1,7 @@
 """surgeon_widgets: look inside PyTorch models, in code and live in Jupyter."""
 
+from typing import Any
+
 from .engine.attention import attention_layers, capture_attention, reduce_pattern
 from .engine.extract import Extract
 from .engine.inspect import Inspect, get_layers
@@ -8,6 +10,7 @@ from .engine.nodes import get_nodes
 from .engine.tracing import TracingError, reset_tracer, set_tracer
 
 __all__ = [
+    "Explorer",
     "Extract",
     "Inspect",
     "TracingError",
@@ -21,3 +24,25 @@ __all__ = [
     "set_tracer",
 ]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    # The widget pulls in anywidget and matplotlib: load it only when asked for.
+    if name == "Explorer":
+        from .widget import Explorer
+
+        return Explorer
+    raise AttributeError(f"module 'surgeon_widgets' has no attribute {name!r}")
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext surgeon_widgets``: the ``%surgeon`` magics."""
+    from .ipython_ext import load_ipython_extension as load
+
+    load(ipython)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    from .ipython_ext import unload_ipython_extension as unload
+
+    unload(ipython)

@@ -44,6 +44,7 @@ def _max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
 
 # --- models built in fixtures --------------------------------------------------------------
 
+
 def _hf_pair(config_cls, model_cls, **config):
     """A default (SDPA) model and an eager twin with the same weights."""
     torch.manual_seed(0)
@@ -57,29 +58,58 @@ def _hf_pair(config_cls, model_cls, **config):
 
 @pytest.fixture
 def bert():
-    return _hf_pair(transformers.BertConfig, transformers.BertModel, hidden_size=64,
-                    num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
-                    vocab_size=100)
+    return _hf_pair(
+        transformers.BertConfig,
+        transformers.BertModel,
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=128,
+        vocab_size=100,
+    )
 
 
 @pytest.fixture
 def gpt2():
-    return _hf_pair(transformers.GPT2Config, transformers.GPT2Model, n_embd=64, n_layer=2,
-                    n_head=4, vocab_size=100, n_positions=32, bos_token_id=0, eos_token_id=0)
+    return _hf_pair(
+        transformers.GPT2Config,
+        transformers.GPT2Model,
+        n_embd=64,
+        n_layer=2,
+        n_head=4,
+        vocab_size=100,
+        n_positions=32,
+        bos_token_id=0,
+        eos_token_id=0,
+    )
 
 
 @pytest.fixture
 def llama():
-    return _hf_pair(transformers.LlamaConfig, transformers.LlamaModel, hidden_size=64,
-                    num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                    intermediate_size=128, vocab_size=100)
+    return _hf_pair(
+        transformers.LlamaConfig,
+        transformers.LlamaModel,
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=128,
+        vocab_size=100,
+    )
 
 
 @pytest.fixture
 def hf_vit():
-    return _hf_pair(transformers.ViTConfig, transformers.ViTModel, hidden_size=64,
-                    num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
-                    image_size=32, patch_size=8)
+    return _hf_pair(
+        transformers.ViTConfig,
+        transformers.ViTModel,
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=128,
+        image_size=32,
+        patch_size=8,
+    )
 
 
 @pytest.fixture
@@ -123,6 +153,7 @@ def _math_reference(q, k, mask=None, **kwargs):
 
 # --- Hugging Face models ----------------------------------------------------------------
 
+
 def _check_hf(pair, inputs, layer_fmt, n_layers=2, out_key="last_hidden_state"):
     sdpa, eager = pair
     layers = [layer_fmt.format(i) for i in range(n_layers)]
@@ -141,8 +172,9 @@ def test_bert_padding_mask(bert):
     ids = torch.randint(1, 100, (2, 10))
     mask = torch.ones(2, 10, dtype=torch.long)
     mask[1, 6:] = 0
-    got = _check_hf(bert, {"input_ids": ids, "attention_mask": mask},
-                    "encoder.layer.{}.attention.self")
+    got = _check_hf(
+        bert, {"input_ids": ids, "attention_mask": mask}, "encoder.layer.{}.attention.self"
+    )
     assert got["encoder.layer.0.attention.self"][1, :, :, 6:].abs().max() == 0
 
 
@@ -218,8 +250,9 @@ def test_hf_training_dropout_keeps_rng_and_grad(bert):
     torch.manual_seed(3)
     plain = model(input_ids=ids).last_hidden_state
     torch.manual_seed(3)
-    out, got = capture_attention(model, {"input_ids": ids}, "encoder.layer.0.attention.self",
-                                 keep_output=True)
+    out, got = capture_attention(
+        model, {"input_ids": ids}, "encoder.layer.0.attention.self", keep_output=True
+    )
     assert torch.equal(out.last_hidden_state, plain)
     pattern = got["encoder.layer.0.attention.self"]
     assert not pattern.requires_grad
@@ -244,10 +277,13 @@ def test_only_selected_layers_pass_through_python(gpt2):
     def spy(name):
         def hook(_module, _args):
             depth[name] = torch._C._len_torch_function_stack()
+
         return hook
 
-    handles = [model.get_submodule(n).register_forward_pre_hook(spy(n), prepend=False)
-               for n in ("h.0.attn.c_attn", "h.1.attn.c_attn")]
+    handles = [
+        model.get_submodule(n).register_forward_pre_hook(spy(n), prepend=False)
+        for n in ("h.0.attn.c_attn", "h.1.attn.c_attn")
+    ]
     try:
         capture_attention(model, torch.randint(1, 100, (1, 5)), "h.0.attn")
     finally:
@@ -264,6 +300,7 @@ def test_attention_layers_of_hf_models(bert, gpt2, llama):
 
 # --- torch.nn ----------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("batch_first", [True, False])
 @pytest.mark.parametrize("grad", [True, False])
 def test_multihead_attention_padding_fast_path(batch_first, grad):
@@ -277,8 +314,7 @@ def test_multihead_attention_padding_fast_path(batch_first, grad):
     with torch.set_grad_enabled(grad):
         plain = mha(*args)[0]
         (out, _), got = capture_attention(model, args, "mha", keep_output=True)
-        ref = mha(x, x, x, key_padding_mask=pad, need_weights=True,
-                  average_attn_weights=False)[1]
+        ref = mha(x, x, x, key_padding_mask=pad, need_weights=True, average_attn_weights=False)[1]
     assert _max_diff(out, plain) <= 1e-6
     assert _max_diff(got["mha"], ref) <= TOL
     assert got["mha"][0, :, :, 4:].abs().max() == 0
@@ -344,14 +380,16 @@ def test_transformer_encoder_fast_path_with_padding(encoder, grad):
     names = ["layers.0.self_attn", "layers.1"]
     with torch.set_grad_enabled(grad):
         plain = encoder(x, src_key_padding_mask=pad)
-        out, got = capture_attention(encoder, {"src": x, "src_key_padding_mask": pad}, names,
-                                     keep_output=True)
+        out, got = capture_attention(
+            encoder, {"src": x, "src_key_padding_mask": pad}, names, keep_output=True
+        )
     with torch.no_grad():
         refs = []
         h = x
         for layer in encoder.layers:
-            refs.append(layer.self_attn(h, h, h, key_padding_mask=pad,
-                                        average_attn_weights=False)[1])
+            refs.append(
+                layer.self_attn(h, h, h, key_padding_mask=pad, average_attn_weights=False)[1]
+            )
             with torch.enable_grad():  # the slow path, as a plain reference
                 h = layer(h, src_key_padding_mask=pad).detach()
     keep = ~pad  # the nested-tensor fast path zeroes padded positions; the slow path does not
@@ -363,8 +401,9 @@ def test_transformer_encoder_fast_path_with_padding(encoder, grad):
 
 def test_transformer_encoder_layer_alone_eval_no_grad():
     torch.manual_seed(0)
-    layer = nn.TransformerEncoderLayer(16, 2, dim_feedforward=32, batch_first=True,
-                                       norm_first=True).eval()
+    layer = nn.TransformerEncoderLayer(
+        16, 2, dim_feedforward=32, batch_first=True, norm_first=True
+    ).eval()
     x = torch.randn(2, 6, 16)
     with torch.no_grad():
         plain = layer(x)
@@ -392,6 +431,7 @@ def test_torchvision_vit(tv_vit):
 
 
 # --- hand-written F.scaled_dot_product_attention ----------------------------------------
+
 
 def _bool_mask():
     mask = torch.rand(2, 1, 7, 7) > 0.3
@@ -427,10 +467,12 @@ def test_handwritten_sdpa(kwargs, mask):
 
 # --- names and errors --------------------------------------------------------------------
 
+
 def test_unknown_layer_lists_attention_layers(bert):
     with pytest.raises(UnknownNameError) as err:
-        capture_attention(bert[0], torch.ones(1, 4, dtype=torch.long),
-                          ["encoder.layer.0.attention.slf"])
+        capture_attention(
+            bert[0], torch.ones(1, 4, dtype=torch.long), ["encoder.layer.0.attention.slf"]
+        )
     text = str(err.value)
     assert "encoder.layer.0.attention.self" in text
     assert "attention layers of this model" in text
@@ -509,6 +551,7 @@ def test_hooks_removed_when_selected_layer_raises():
 
 
 # --- reduced patterns --------------------------------------------------------------------
+
 
 def test_reduced_patterns_match_reduce_pattern():
     torch.manual_seed(0)

@@ -1,0 +1,40 @@
+// Capture options bound to traits: `gradients` (checkbox) and `max_rate` (updates per second).
+
+import { h } from "./dom.js";
+
+/** @typedef {import("./types.js").Model} Model */
+/** @typedef {import("./dom.js").Disposer} Disposer */
+
+/**
+ * @param {Model} model
+ * @param {Disposer} d
+ */
+export function controls(model, d) {
+  const grads = h("input", { type: "checkbox", class: "sw-gradients" });
+  const rate = h("input", {
+    type: "number", class: "sw-rate", min: 0, step: 1,
+    title: "Most updates a second per layer; 0 = every forward",
+  });
+  const paint = () => {
+    grads.checked = Boolean(model.get("gradients"));
+    const r = String(model.get("max_rate") ?? 10);
+    if (rate.value !== r && document.activeElement !== rate) rate.value = r;
+  };
+  d.listen(grads, "change", () => {
+    model.set("gradients", grads.checked);
+    model.save_changes();
+  });
+  d.listen(rate, "change", () => {
+    const v = Number(rate.value);
+    if (!Number.isFinite(v) || v < 0) { paint(); return; }
+    model.set("max_rate", v);
+    model.save_changes();
+  });
+  d.onModel(model, "change:gradients", paint);
+  d.onModel(model, "change:max_rate", paint);
+  paint();
+  return h("div", { class: "sw-controls" }, [
+    h("label", {}, [grads, " gradients"]),
+    h("label", {}, ["max rate ", rate, " /s"]),
+  ]);
+}

@@ -1,0 +1,78 @@
+// anywidget entry point of the Explorer: `export default { render }` (PROTOCOL.md).
+
+import { controls } from "./controls.js";
+import { CutPanel } from "./cut/panel.js";
+import { Disposer, h } from "./dom.js";
+import { AttentionPanels } from "./heatmap/panel.js";
+import { AttentionStore } from "./heatmap/store.js";
+import { HooksPanel } from "./hooks_panel/view.js";
+import { LayerPanels } from "./histogram/panel.js";
+import { HistoryStore } from "./histogram/store.js";
+import { TreeView } from "./tree/view.js";
+
+/** @typedef {import("./types.js").Model} Model */
+
+/** Keyboard events stop here so notebook shortcuts (a, b, d d, ...) don't fire while typing. */
+const KEY_EVENTS = ["keydown", "keyup", "keypress"];
+
+/**
+ * @param {{ model: Model, el: HTMLElement }} props
+ * @returns {() => void} cleanup: removes every listener, observer and element it added
+ */
+function render({ model, el }) {
+  const d = new Disposer();
+  const store = new HistoryStore();
+  const tree = new TreeView(model, d);
+  const panels = new LayerPanels(store);
+  const hooks = new HooksPanel(model, d);
+  const cut = new CutPanel(model, d);
+  const attention = new AttentionPanels(model, new AttentionStore());
+  d.add(() => attention.dispose());
+
+  const root = h("div", { class: "sw-explorer", "data-lm-suppress-shortcuts": "true" }, [
+    h("div", { class: "sw-left" }, [tree.el, cut.el]),
+    h("div", { class: "sw-right" }, [controls(model, d), panels.el, attention.el, hooks.el]),
+  ]);
+  el.append(root);
+  d.add(() => root.remove());
+
+  /** @param {Event} e */
+  const stop = (e) => e.stopPropagation();
+  for (const type of KEY_EVENTS) d.listen(root, type, stop);
+
+  d.onModel(model, "change:selected", () => panels.sync(model.get("selected") ?? []));
+  d.onModel(model, "msg:custom", (/** @type {any} */ msg, /** @type {DataView[]} */ buffers) => {
+    if (msg?.type !== "stats" && msg?.type !== "snapshot") return;
+    try {
+      const layers = store.apply(msg, buffers);
+      if (msg.type === "snapshot") panels.redrawAll();
+      else panels.drawLayers(layers);
+    } catch (err) {
+      console.error("surgeon_widgets: bad message", msg, err);
+    }
+  });
+  panels.sync(model.get("selected") ?? []);
+
+  // Attention heatmaps (PROTOCOL.md "Attention"): a panel per selected layer that sends maps.
+  d.onModel(model, "change:selected", () => attention.sync(model.get("selected") ?? []));
+  d.onModel(model, "msg:custom", (/** @type {any} */ msg, /** @type {DataView[]} */ buffers) => {
+    if (msg?.type !== "attention") return;
+    try {
+      attention.drawLayers(attention.store.apply(msg, buffers));
+    } catch (err) {
+      console.error("surgeon_widgets: bad attention message", msg, err);
+    }
+  });
+
+  // Canvas colours come from CSS variables: redraw when the notebook theme changes.
+  if (typeof MutationObserver !== "undefined") {
+    const mo = new MutationObserver(() => { panels.redrawAll(); attention.redrawAll(); });
+    mo.observe(document.body, { attributes: true, attributeFilter: ["data-jp-theme-light", "data-jp-theme-name", "class"] });
+    d.add(() => mo.disconnect());
+  }
+
+  model.send({ type: "hello" });
+  return () => d.dispose();
+}
+
+export default { render };

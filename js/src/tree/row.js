@@ -1,0 +1,73 @@
+// One treeitem element. Rows are absolutely positioned inside the scroll spacer.
+
+import { h, formatCount } from "../dom.js";
+
+/** @typedef {import("./flatten.js").VisibleRow} VisibleRow */
+/** @typedef {import("../types.js").ShapeInfo} ShapeInfo */
+
+/** Row height in CSS pixels; must match `.sw-row` height in tree.css. */
+export const ROW_HEIGHT = 24;
+
+/**
+ * Text after the parent's prefix ("layer1.0.conv1" under "layer1.0" -> "conv1").
+ * @param {import("../types.js").Row} row
+ */
+export function shortName(row) {
+  const p = row.parent;
+  return p && row.name.startsWith(`${p}.`) ? row.name.slice(p.length + 1) : row.name;
+}
+
+/** @param {ShapeInfo | undefined} s */
+export function shapeText(s) {
+  return s ? `[${s.shape.join(", ")}] ${s.dtype}` : "";
+}
+
+/**
+ * A cut mark button ("in" / "out", PROTOCOL.md "Cut"); `aria-pressed` when marked.
+ * @param {string} name
+ * @param {"in" | "out"} side
+ * @param {"in" | "out" | null | undefined} mark
+ */
+function markButton(name, side, mark) {
+  return h("button", {
+    type: "button", class: `sw-mark sw-mark-${side}`, "data-mark": side, tabindex: -1,
+    "aria-pressed": mark === side, "aria-label": `Mark ${name} as cut ${side === "in" ? "input" : "output"}`,
+    text: side,
+  });
+}
+
+/**
+ * @param {{ v: VisibleRow, index: number, id: string, selected: boolean, active: boolean,
+ *           shape: ShapeInfo | undefined, mark?: "in" | "out" | null, markable?: boolean }} p
+ */
+export function renderRow({ v, index, id, selected, active, shape, mark, markable }) {
+  const { row } = v;
+  const params = row.kind === "module" ? `${formatCount(row.params)} params` : "graph node";
+  const shp = shapeText(shape);
+  const el = h("div", {
+    role: "treeitem",
+    id,
+    class: `sw-row sw-kind-${row.kind}${active ? " sw-active" : ""}${v.match ? " sw-match" : ""}`,
+    "data-name": row.name,
+    "data-index": index,
+    "aria-level": v.level,
+    "aria-setsize": v.setsize,
+    "aria-posinset": v.posinset,
+    "aria-selected": selected,
+    "aria-label": [row.name, row.cls, params, shp].filter(Boolean).join(", "),
+    title: row.name,
+  });
+  if (v.hasChildren) el.setAttribute("aria-expanded", String(v.expanded));
+  el.style.top = `${index * ROW_HEIGHT}px`;
+  el.style.paddingLeft = `${(v.level - 1) * 14 + 4}px`;
+  el.append(
+    h("span", { class: "sw-twisty", "aria-hidden": "true", text: v.hasChildren ? (v.expanded ? "▾" : "▸") : "" }),
+    h("span", { class: "sw-name", text: shortName(row) }),
+    h("span", { class: "sw-cls", text: row.cls }),
+    h("span", { class: "sw-params", text: row.kind === "module" ? formatCount(row.params) : "node" }),
+    h("span", { class: "sw-shape", text: shp }),
+  );
+  if (markable) el.append(markButton(row.name, "in", mark), markButton(row.name, "out", mark));
+  if (mark) el.classList.add(`sw-cut-${mark}`);
+  return el;
+}

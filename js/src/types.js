@@ -1,0 +1,44 @@
+// Shared JSDoc types: the wire contract of ../PROTOCOL.md, as the front end sees it.
+
+/**
+ * One row of the tree (PROTOCOL.md "Row dict"), pre-order.
+ * @typedef {{
+ *   name: string, parent: string | null, depth: number, cls: string,
+ *   kind: "module" | "node", params: number, children: number
+ * }} Row
+ */
+
+/** @typedef {{ shape: number[], dtype: string }} ShapeInfo */
+/** @typedef {{ name: string, kind: string }} HookInfo */
+
+/**
+ * Synced traits (PROTOCOL.md "Synced traits").
+ * @typedef {{
+ *   rows: Row[], shapes: Record<string, ShapeInfo>, show_nodes: boolean, nodes_error: string,
+ *   selected: string[], gradients: boolean, max_rate: number, hooks: HookInfo[],
+ *   errors: string[], search: string,
+ *   node_in: Record<string, string>, node_out: Record<string, string>,
+ *   cut_report: Record<string, any>, code: string
+ * }} Traits
+ */
+
+/** @typedef {import("@anywidget/types").AnyModel<Traits>} Model */
+
+/** @typedef {{ buffer: number, dtype: string, shape: number[] }} BinaryRef */
+
+/**
+ * One tensor leaf of one layer at one step, as sent by Python (hist still a reference).
+ * @typedef {{
+ *   key: string, layer: string, leaf: string, kind: "activation" | "gradient", step: number,
+ *   shape: number[], dtype: string, numel: number,
+ *   mean: number | null, std: number | null, min: number | null, max: number | null,
+ *   zeros: number, nans: number, infs: number, hist: BinaryRef, lo: number, hi: number
+ * }} WireItem
+ */
+
+/**
+ * A WireItem whose histogram has been decoded.
+ * @typedef {Omit<WireItem, "hist"> & { counts: ArrayLike<number> }} Item
+ */
+
+export {};

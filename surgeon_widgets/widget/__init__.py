@@ -1,0 +1,5 @@
+"""The Explorer widget: a thin traitlets shell over the engine (tree, live stats, figures)."""
+
+from .explorer import Explorer
+
+__all__ = ["Explorer"]

@@ -1,0 +1,348 @@
+"""Explorer: the model tree and live statistics of selected layers, as an anywidget.
+
+Traits and messages follow ``js/PROTOCOL.md``. The widget only holds state; the tree comes
+from :mod:`.tree`, hooks from :mod:`.live`, wire encoding from :mod:`.transport`.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import threading
+from pathlib import Path
+from typing import Any
+
+import anywidget
+import traitlets as t
+from matplotlib.figure import Figure
+from torch import nn
+
+from ..engine.naming import UnknownNameError, closest, split_call_suffix
+from ..engine.tracing import ExampleInputs
+from . import tree
+from .attention_figure import attention_figure
+from .attention_tokens import normalize_tokens
+from .attention_view import AttentionView
+from .cut_panel import CutPanel
+from .figures import history_figure, static_png
+from .history import History, Record, Series
+from .live import LiveHooks
+from .transport import fit_budget, snapshot_message, stats_message
+
+__all__ = ["Explorer"]
+
+log = logging.getLogger("surgeon_widgets.explorer")
+STATIC = Path(__file__).resolve().parent.parent / "static"
+MAX_ERRORS = 50
+
+
+class Explorer(CutPanel, anywidget.AnyWidget):
+    """Browse ``model``'s modules and watch live statistics of the layers you select.
+
+    Every forward your own code runs updates the selected layers' histogram, mean, std,
+    min/max, share of zeros and NaN/Inf counts (and their gradients with ``gradients=True``),
+    at most ``max_rate`` times a second per layer and within ~2% of wall time (``max_rate=0``:
+    every forward). ``close()`` (or deselecting) removes every hook.
+
+    Args:
+        model: any ``nn.Module`` (a model on the meta device works: nothing is allocated).
+        example_inputs: a tensor, a tuple of args or a dict of kwargs; used to show output
+            shapes (one no-grad forward) and to trace models torch.fx cannot (graph nodes).
+        selected, gradients, max_rate, show_nodes: initial values of those traits.
+
+    Synced traits (types, defaults and wire form in ``js/PROTOCOL.md``): ``rows`` (the tree),
+    ``shapes``, ``show_nodes``, ``nodes_error``, ``selected``, ``gradients``, ``max_rate``
+    (10.0), ``hooks`` (active hooks), ``errors`` (from our hooks), ``search``; the cut panel's
+    ``node_in``, ``node_out``, ``cut_report`` and ``code`` (see :mod:`.cut_panel`:
+    ``submodel()``, ``apply_fix()``, ``to_cell()``).
+
+    Example:
+        >>> import torch
+        >>> from torch import nn
+        >>> model = nn.Sequential(nn.Linear(4, 3), nn.ReLU())
+        >>> ex = Explorer(model, max_rate=0)
+        >>> ex.select(["0"])
+        >>> _ = model(torch.ones(2, 4))
+        >>> ex.stats("0")["0/output"].latest.shape
+        (2, 3)
+        >>> ex.close()
+    """
+
+    _esm = STATIC / "explorer.js"
+    _css = STATIC / "explorer.css"
+
+    rows = t.List(t.Dict()).tag(sync=True)
+    shapes = t.Dict().tag(sync=True)
+    show_nodes = t.Bool(False).tag(sync=True)
+    nodes_error = t.Unicode("").tag(sync=True)
+    selected = t.List(t.Unicode()).tag(sync=True)
+    gradients = t.Bool(False).tag(sync=True)
+    max_rate = t.Float(10.0).tag(sync=True)
+    hooks = t.List(t.Dict()).tag(sync=True)
+    errors = t.List(t.Unicode()).tag(sync=True)
+    search = t.Unicode("").tag(sync=True)
+
+    def __init__(
+        self,
+        model: nn.Module,
+        example_inputs: ExampleInputs = None,
+        *,
+        selected: list[str] | None = None,
+        gradients: bool = False,
+        max_rate: float = 10.0,
+        show_nodes: bool = False,
+        **unknown: Any,
+    ) -> None:
+        if not isinstance(model, nn.Module):
+            raise TypeError(f"Explorer needs an nn.Module, got {type(model).__name__}")
+        for key in unknown:
+            options = ["example_inputs", "selected", "gradients", "max_rate", "show_nodes"]
+            hint = closest(key, options)
+            raise TypeError(
+                f"Explorer got an unknown argument {key!r}"
+                + (f"; did you mean {hint[0]!r}?" if hint else f"; it takes {options}")
+            )
+        self._model = model
+        self._example_inputs = example_inputs
+        self._module_rows = tree.module_rows(model)
+        self._layers = [r["name"] for r in self._module_rows]
+        self._layer_set = frozenset(self._layers)
+        self._node_rows: list[dict] | None = None
+        self._history = History()
+        self._lock = threading.Lock()
+        self._live = LiveHooks(model, self._on_records, self._on_error, max_rate)
+        # Attention layers among the selected also get heatmaps; same max_rate throttle.
+        self._attention = AttentionView(
+            model,
+            lambda content, buffers: self.send(content, buffers),
+            self._on_error,
+            lambda name: self._live.due((name, "attention")),
+            cost=self._attention_cost,
+        )
+        super().__init__(rows=self._module_rows, gradients=gradients, max_rate=max_rate)
+        self.on_msg(self._on_msg)
+        if example_inputs is not None:
+            self._measure_shapes()
+        self.show_nodes = show_nodes
+        if selected:
+            self.select(selected)
+        self._cut_init()  # cut panel: node_in / node_out -> cut_report, code
+
+    # -- Python API -------------------------------------------------------------------------
+
+    def select(self, names: str | list[str]) -> None:
+        """Select layers by name (replacing the selection); ``[]`` deselects all.
+
+        Raises:
+            UnknownNameError: a name is neither a layer nor a graph node (closest names listed).
+        """
+        names = [names] if isinstance(names, str) else list(names)
+        valid = self._layer_set | {r["name"] for r in self._node_rows or ()}
+        for name in names:
+            if name not in valid:
+                raise UnknownNameError(
+                    name,
+                    [*self._layers, *(r["name"] for r in self._node_rows or ())],
+                    "layer",
+                    "Hint: explorer.rows (or get_layers(model)) lists every valid name; "
+                    "graph nodes are listed once show_nodes is on",
+                )
+        self.selected = names
+
+    def stats(self, name: str) -> dict[str, Series]:
+        """Latest values and history of layer ``name``: ``{key: Series}``, e.g. ``"fc/output"``.
+
+        ``series.latest`` is a :class:`~surgeon_widgets.engine.stats.TensorStats`;
+        ``series.steps`` / ``series.values`` the history (oldest first). Empty until it ran.
+        """
+        self._check_name(name)
+        return self._history.layer(name)
+
+    def figure(self, name: str) -> Figure:
+        """A matplotlib Figure of ``name``'s histogram history (heat strip) and latest histogram."""
+        return history_figure(self.stats(name), name)
+
+    def set_tokens(self, tokens: Any, tokenizer: Any = None) -> None:
+        """Label the attention heatmaps' axes with these tokens (``None`` removes the labels).
+
+        Args:
+            tokens: a list of strings, one list per batch item, or a tokenizer's output
+                (``input_ids``, 1-D or ``[batch, seq]``).
+            tokenizer: for a tokenizer's output: the tokenizer, or a function ids -> tokens.
+
+        Example: ``ex.set_tokens(enc, tokenizer)``, ``enc = tokenizer(text, return_tensors="pt")``.
+        """
+        self._attention.set_tokens(normalize_tokens(tokens, tokenizer))
+
+    def attention_figure(self, layer: str, head: int | None = None, batch: int = 0) -> Figure:
+        """Matplotlib heatmap of ``layer``'s latest full-resolution attention pattern.
+
+        ``head=None`` shows the mean over heads. Same colormap as the widget's heatmap.
+
+        Raises:
+            KeyError: ``layer`` is not a selected attention layer that has run since.
+        """
+        pattern = self._attention.latest(layer)
+        if pattern is None:
+            raise KeyError(
+                f"no attention pattern for {layer!r} yet: select one of "
+                f"{self._attention.layers[:8]} and run the model"
+            )
+        tokens = self._attention.tokens
+        row = tokens[batch] if tokens and batch < len(tokens) else tokens[0] if tokens else None
+        return attention_figure(pattern, layer, head, batch, tokens=row)
+
+    def remove_all_hooks(self) -> None:
+        """Deselect everything, which removes every hook of this widget."""
+        self.selected = []
+
+    def close(self) -> None:
+        """Remove every hook, then close the widget."""
+        live = getattr(self, "_live", None)
+        if live is not None:
+            live.close()
+        attention = getattr(self, "_attention", None)
+        if attention is not None:
+            attention.close()
+        super().close()
+
+    def __del__(self) -> None:
+        self.close()  # ipywidgets' own __del__ closes too; ours also removes the hooks
+
+    def __repr__(self) -> str:
+        return (
+            f"Explorer({type(self._model).__name__}, {len(self._layers)} layers, "
+            f"selected={self.selected!r}, hooks={len(self._live.registry)}, "
+            f"attention hooks={len(self._attention.registry)})"
+        )
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict | tuple | None:
+        bundle = super()._repr_mimebundle_(**kwargs)
+        rows = tree.filter_rows(self.rows, self.search)  # the view as the search box shows it
+        layers = {n: self._history.layer(n) for n in self.selected if n in self._layer_set}
+        png = static_png(rows, layers)
+        data = base64.b64encode(png).decode("ascii")
+        if isinstance(bundle, tuple):
+            return {**bundle[0], "image/png": data}, bundle[1]
+        return {**(bundle or {}), "image/png": data}
+
+    # -- reacting to traits -----------------------------------------------------------------
+
+    @t.validate("max_rate")
+    def _valid_rate(self, proposal: Any) -> float:
+        rate = float(proposal["value"])
+        if not rate >= 0:
+            raise t.TraitError(f"max_rate must be >= 0 (0 = every forward), got {rate}")
+        return rate
+
+    @t.observe("max_rate")
+    def _rate_changed(self, change: Any) -> None:
+        self._live.max_rate = change["new"]
+
+    @t.observe("selected", "gradients")
+    def _selection_changed(self, change: Any) -> None:
+        modules = []
+        for name in self.selected:
+            if name in self._layer_set:
+                modules.append(name)
+            elif name in {r["name"] for r in self._node_rows or ()}:
+                self._on_error(_node_message(name, self._layer_set))
+            else:
+                self._on_error(f"unknown layer {name!r} selected; it was ignored")
+        self._live.sync(modules, self.gradients)
+        self._attention.sync(modules)
+        kinds = ["forward", "gradient"] if self.gradients else ["forward"]
+        self.hooks = [{"name": n, "kind": k} for n in self._live.attached for k in kinds] + [
+            {"name": n, "kind": "attention"} for n in self._attention.attached
+        ]
+
+    @t.observe("show_nodes")
+    def _nodes_toggled(self, change: Any) -> None:
+        if change["new"] and self._node_rows is None:
+            try:
+                self._node_rows = tree.node_rows(self._model, self._example_inputs, self._layer_set)
+                self.nodes_error = ""
+            except Exception as error:  # shown in the tree; the module rows stay usable
+                self._node_rows = None
+                self.nodes_error = f"{type(error).__name__}: {error}"
+                return
+        if change["new"] and self._node_rows is not None:
+            self.rows = tree.merge_rows(self._module_rows, self._node_rows)
+        else:
+            self.rows = self._module_rows
+
+    # -- hooks and messages -----------------------------------------------------------------
+
+    def _on_records(self, records: list[Record]) -> None:
+        for record in records:
+            self._history.add(record)
+        layer = records[0].layer
+        if records[0].kind == "activation" and layer not in self.shapes:
+            s = records[0].stats
+            self.shapes = {**self.shapes, layer: {"shape": list(s.shape), "dtype": s.dtype}}
+        content, buffers = stats_message(fit_budget(records))
+        self.send(content, buffers)
+
+    def _on_error(self, message: str) -> None:
+        with self._lock:
+            if message in self.errors:
+                return
+            self.errors = [*self.errors, message][-MAX_ERRORS:]
+        log.warning("Explorer: %s", message)
+
+    def _on_msg(self, widget: Any, content: Any, buffers: Any) -> None:
+        kind = content.get("type") if isinstance(content, dict) else None
+        if kind == "hello":
+            keys = self._history.keys()
+            latest = fit_budget(self._history.latest())
+            history = {k: self._history.records(k) for k in keys}
+            self.send(*snapshot_message(latest, history))
+            self._attention.resend()
+        elif kind == "remove_all_hooks":
+            self.remove_all_hooks()
+        elif kind is not None and self._cut_on_msg(content):
+            pass
+        elif kind == "attention_batch":
+            try:
+                self._attention.on_msg(content)
+            except (TypeError, ValueError) as error:  # shown in the notebook, not only the console
+                self._on_error(f"attention batch selection: {error}")
+
+    def _attention_cost(self, name: str, seconds: float) -> None:
+        # LiveHooks spaces out updates whose reduction is slow (its time budget); recording a
+        # long sequence's pattern is such an update. It has no public setter for that yet.
+        costs = getattr(self._live, "_cost", None)
+        if isinstance(costs, dict):
+            costs[(name, "attention")] = seconds
+
+    def _measure_shapes(self) -> None:
+        try:
+            self.shapes = tree.output_shapes(self._model, self._example_inputs)
+        except Exception as error:
+            self._on_error(
+                f"could not run the model on example_inputs to get shapes: "
+                f"{type(error).__name__}: {error}"
+            )
+
+    def _check_name(self, name: str) -> None:
+        if name not in self._layer_set:
+            raise UnknownNameError(
+                name,
+                self._layers,
+                "layer",
+                "Hint: live stats are for modules; get_layers(model) lists them",
+            )
+
+
+def _node_message(name: str, modules: frozenset[str]) -> str:
+    """Why a selected graph node gets no live stats, and what to use instead."""
+    stem, call = split_call_suffix(name)
+    if call and stem in modules:
+        return (
+            f"{name!r} is call {call} of module {stem!r}: live stats follow every call of a "
+            f"module, so select {stem!r}; Inspect(model, layer={name!r}) returns this call only."
+        )
+    return (
+        f"{name!r} is a graph node, not a module: live stats are for modules. "
+        f"Use Extract(model, node_out={name!r}) to read it."
+    )

@@ -1,0 +1,99 @@
+"""What the live hooks measured: one record per tensor leaf per update, and a bounded history.
+
+>>> import torch
+>>> from surgeon_widgets.engine.stats import tensor_stats
+>>> history = History(maxlen=2)
+>>> for step in range(3):
+...     history.add(Record("fc/output", "fc", "output", "activation", step,
+...                        tensor_stats(torch.ones(2))))
+>>> series = history.layer("fc")["fc/output"]
+>>> series.steps, series.latest.mean
+([1, 2], 1.0)
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+
+from ..engine.stats import TensorStats
+
+__all__ = ["History", "Record", "Series"]
+
+
+@dataclass(frozen=True)
+class Record:
+    """Stats of one tensor leaf (``key`` = ``layer/leaf``) of one layer at one step."""
+
+    key: str
+    layer: str
+    leaf: str
+    kind: str  # "activation" or "gradient"
+    step: int
+    stats: TensorStats
+
+
+@dataclass
+class Series:
+    """The history of one key, oldest first: ``steps[i]`` is when ``values[i]`` was taken."""
+
+    key: str
+    layer: str
+    leaf: str
+    kind: str
+    steps: list[int] = field(default_factory=list)
+    values: list[TensorStats] = field(default_factory=list)
+
+    @property
+    def latest(self) -> TensorStats:
+        """The most recent stats."""
+        return self.values[-1]
+
+
+class History:
+    """Bounded per-key history of :class:`Record`s (thread-safe; hooks may run in threads)."""
+
+    def __init__(self, maxlen: int = 256) -> None:
+        self.maxlen = maxlen
+        self._data: dict[str, deque[Record]] = {}
+        self._lock = threading.Lock()
+
+    def add(self, record: Record) -> None:
+        with self._lock:
+            if record.key not in self._data:
+                self._data[record.key] = deque(maxlen=self.maxlen)
+            self._data[record.key].append(record)
+
+    def records(self, key: str) -> list[Record]:
+        with self._lock:
+            return list(self._data.get(key, ()))
+
+    def keys(self, layer: str | None = None) -> list[str]:
+        with self._lock:
+            return [k for k, d in self._data.items() if layer is None or d[0].layer == layer]
+
+    def latest(self) -> list[Record]:
+        """The newest record of every key."""
+        with self._lock:
+            return [d[-1] for d in self._data.values() if d]
+
+    def layer(self, name: str) -> dict[str, Series]:
+        """Every key of layer ``name`` as a :class:`Series`, activations before gradients."""
+        out: dict[str, Series] = {}
+        for key in self.keys(name):
+            recs = self.records(key)
+            head = recs[0]
+            out[key] = Series(
+                key,
+                head.layer,
+                head.leaf,
+                head.kind,
+                [r.step for r in recs],
+                [r.stats for r in recs],
+            )
+        return dict(sorted(out.items(), key=lambda kv: kv[1].kind != "activation"))
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._data)

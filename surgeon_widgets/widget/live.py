@@ -1,0 +1,211 @@
+"""Hook lifecycle of the Explorer's selection: attach, throttle, reduce, report, detach.
+
+Forward hooks go on the selected modules only (through one :class:`HookRegistry`). With
+gradients on, each due forward also puts a tensor hook on the output's leaves, which fires
+with the gradient of that output during ``backward()``. (Full module backward hooks would
+break models that modify a module's output in place, e.g. ResNet's ``ReLU(inplace=True)``
+after ``bn1``: "Output 0 of BackwardHookFunction is a view and is being modified inplace".)
+
+A hook that is not due returns before any reduction: at most ``max_rate`` updates a second
+per layer, and no more often than keeps reductions within ``budget`` (2%) of wall time, so big
+tensors on a slow device update less often instead of slowing training down. ``max_rate=0``
+updates on every call. Errors inside our hooks go to ``on_error`` and the log; the user's
+forward and backward go on.
+
+>>> import torch
+>>> from torch import nn
+>>> model = nn.Sequential(nn.Linear(2, 2))
+>>> got = []
+>>> live = LiveHooks(model, got.extend, print, max_rate=0)
+>>> live.sync(["0"], gradients=False)
+>>> _ = model(torch.ones(1, 2))
+>>> live.close()
+>>> [r.key for r in got], len(model[0]._forward_hooks)
+(['0/output'], 0)
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import weakref
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import torch
+from torch import nn
+
+from ..engine.inspect import iter_tensors
+from ..engine.registry import HookRegistry
+from ..engine.stats import tensor_stats
+from .history import Record
+
+__all__ = ["LiveHooks", "leaf_label"]
+
+MAX_WAIT = 1.0  # seconds: the longest the time budget may hold an update back
+
+log = logging.getLogger("surgeon_widgets.explorer")
+MAX_PENDING_GRAD_HOOKS = 16  # per layer: forwards without a backward (eval loops) keep none
+
+
+def leaf_label(base: str, label: str) -> str:
+    """``("output", "")`` -> ``output``; ``"[0]"`` -> ``output[0]``; ``"logits"`` -> ``logits``."""
+    if not label:
+        return base
+    if label.startswith("["):
+        return base + label
+    return label.lstrip(".")
+
+
+class LiveHooks:
+    """Forward (and gradient) hooks on a set of modules of ``model``, reporting :class:`Record`s.
+
+    Args:
+        model: the model whose submodules are hooked (names as in ``get_layers``).
+        sink: called with the records of one layer's update (from inside the hook).
+        on_error: called with a message when our hook fails.
+        max_rate: most updates a second per layer and kind; ``0`` means every call.
+        budget: with ``max_rate > 0``, the largest share of wall time spent on reductions.
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        sink: Callable[[list[Record]], None],
+        on_error: Callable[[str], None],
+        max_rate: float = 10.0,
+        budget: float = 0.02,
+    ) -> None:
+        self.model = model
+        self.sink = sink
+        self.on_error = on_error
+        self.max_rate = max_rate
+        self.gradients = False
+        self.registry = HookRegistry("Explorer")
+        self._grad_hooks = HookRegistry("Explorer gradients")
+        self._attached: set[str] = set()
+        self._steps: dict[tuple[str, str], int] = {}
+        self._last: dict[tuple[str, str], float] = {}
+        self._cost: dict[tuple[str, str], float] = {}  # seconds the last update took
+        self.budget = budget
+
+    @property
+    def attached(self) -> list[str]:
+        return sorted(self._attached)
+
+    def sync(self, names: Iterable[str], gradients: bool) -> None:
+        """Hook exactly the modules ``names``: attach the new ones, remove the dropped ones."""
+        wanted = set(names)
+        self.gradients = gradients
+        if not gradients:
+            self._grad_hooks.remove()
+        for name in self._attached - wanted:
+            self.registry.remove(name)
+            self._grad_hooks.remove(name)
+        me = weakref.ref(self)  # hooks must not keep the widget alive
+        for name in sorted(wanted - self._attached):
+            module = self.model.get_submodule(name)
+            self.registry.forward(module, _forward_hook(me, name), name=name)
+        self._attached = wanted
+
+    def close(self) -> None:
+        """Remove every hook."""
+        self.registry.remove()
+        self._grad_hooks.remove()
+        self._attached = set()
+
+    def __del__(self) -> None:
+        self.close()
+
+    def due(self, key: tuple[str, str]) -> tuple[bool, int]:
+        """Count one call for ``key`` = ``(name, kind)``; is an update due? Also the step.
+
+        With ``max_rate > 0`` an update is due at most ``max_rate`` times a second, and no more
+        often than keeps the time spent reducing under ``budget`` of the wall time (shared by
+        every hooked key), so slow reductions of big tensors update less often, but still at
+        least once every ``MAX_WAIT`` seconds: a live view must stay live.
+        """
+        step = self._steps.get(key, -1) + 1
+        self._steps[key] = step
+        if self.max_rate > 0:
+            now = time.monotonic()
+            keys = len(self._attached) * (2 if self.gradients else 1)
+            spaced = min(self._cost.get(key, 0.0) * keys / self.budget, MAX_WAIT)
+            wait = max(1.0 / self.max_rate, spaced)
+            if now - self._last.get(key, -1e9) < wait:
+                return False, step
+            self._last[key] = now
+        return True, step
+
+    def report(self, key: tuple[str, str], name: str, step: int, base: str, value: Any) -> None:
+        """Reduce every tensor leaf of ``value`` (layer ``name``) and hand records to the sink."""
+        kind = key[1]
+        start = time.perf_counter()
+        try:
+            records = [
+                Record(f"{name}/{leaf}", name, leaf, kind, step, tensor_stats(t))
+                for label, t in iter_tensors(value)
+                for leaf in [leaf_label(base, label)]
+            ]
+            if records:
+                self.sink(records)
+        except Exception as error:  # never break the user's forward
+            self.fail(name, kind, error)
+        self._cost[key] = time.perf_counter() - start
+
+    def note_cost(self, key: tuple[str, str], seconds: float) -> None:
+        """Record how long an update of ``key`` took (spaces out its next ones, see ``due``)."""
+        self._cost[key] = seconds
+
+    def fail(self, name: str, kind: str, error: BaseException) -> None:
+        message = f"{name} ({kind}): {type(error).__name__}: {error}"
+        log.warning("Explorer hook failed: %s", message, exc_info=error)
+        try:
+            self.on_error(message)
+        except Exception:
+            log.exception("Explorer on_error failed")
+
+    def watch_gradients(self, name: str, output: Any) -> None:
+        """Put a gradient hook on every leaf of ``output`` that will get a gradient."""
+        if not torch.is_grad_enabled():
+            return
+        if sum(1 for _, n in self._grad_hooks.list() if n == name) >= MAX_PENDING_GRAD_HOOKS:
+            self._grad_hooks.remove(name)
+        me = weakref.ref(self)
+        for label, t in iter_tensors(output):
+            if t.requires_grad:
+                leaf = leaf_label("grad_output", label)
+                self._grad_hooks.tensor(t, _grad_hook(me, name, leaf), name=name)
+
+
+def _forward_hook(me: weakref.ref[LiveHooks], name: str):
+    def hook(module: nn.Module, args: Any, output: Any) -> None:
+        live = me()
+        if live is None:
+            return
+        try:
+            due, step = live.due((name, "activation"))
+            if due:
+                live.report((name, "activation"), name, step, "output", output)
+            if live.gradients:
+                live.watch_gradients(name, output)
+        except Exception as error:
+            live.fail(name, "activation", error)
+
+    return hook
+
+
+def _grad_hook(me: weakref.ref[LiveHooks], name: str, leaf: str):
+    def hook(grad: torch.Tensor) -> None:
+        live = me()
+        if live is None or not live.gradients:
+            return
+        try:
+            key = (f"{name}/{leaf}", "gradient")
+            due, step = live.due(key)
+            if due:
+                live.report(key, name, step, leaf, grad)
+        except Exception as error:
+            live.fail(name, "gradient", error)
+
+    return hook

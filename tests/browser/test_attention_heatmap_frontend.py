@@ -1,0 +1,214 @@
+"""The attention heatmap in headless Chromium: colours, hover read-out, selectors, 4,096 tokens.
+
+`attention_harness.html` loads js/src/heatmap/ unbundled with a fake model
+(`window.attention`); the last tests run the built bundle through `harness.html`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from surgeon_widgets.widget.attention_view import attention_message
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="needs /usr/bin/chromium"),
+]
+
+LAYER = "enc.attn"
+TOKENS = ["The", "cat", "sat", "down"]
+MAP = "section[data-attention='enc.attn'] canvas.sw-att-map"
+
+
+@pytest.fixture
+def att(browser, static_server):
+    context = browser.new_context(viewport={"width": 1000, "height": 900})
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.goto(f"{static_server}/tests/browser/attention_harness.html")
+    page.wait_for_function("() => window.attention !== undefined")
+    page.evaluate("(s) => window.attention.mount(s)", [LAYER])
+    yield page
+    context.close()
+    assert errors == [], f"browser errors: {errors}"
+
+
+def small_items(values_by_head, exact=None, hi=0.8, tokens=True, batches=1, batch=0):
+    """4x4 maps: head "mean" then 0.. with the given uint8 values (row-major)."""
+    items = []
+    for i, (head, values) in enumerate(values_by_head.items()):
+        item = {
+            "layer": LAYER, "head": head, "batch": batch, "batches": batches,
+            "heads": len(values_by_head) - 1, "step": 3, "shape": [4, 4], "full_shape": [4, 4],
+            "lo": 0.0, "hi": hi, "dtype": "uint8", "values": values,
+        }  # fmt: skip
+        if exact is not None:
+            item["exactValues"] = exact[i]
+        if head == "mean" and tokens:
+            item["tokens_q"] = TOKENS
+            item["tokens_k"] = TOKENS
+        items.append(item)
+    return items
+
+
+def pixel(page, selector, x, y):
+    return page.evaluate(
+        """([s, x, y]) => Array.from(document.querySelector(s).getContext('2d')
+            .getImageData(x, y, 1, 1).data)""",
+        [selector, x, y],
+    )
+
+
+def hover_cell(page, row, col, rows=4, cols=4):
+    heatmap = page.locator(MAP)
+    box = heatmap.bounding_box()
+    heatmap.hover(
+        position={"x": (col + 0.5) * box["width"] / cols, "y": (row + 0.5) * box["height"] / rows}
+    )
+    return page.locator(f"section[data-attention='{LAYER}'] .sw-att-readout").inner_text()
+
+
+def test_heatmap_pixels_follow_the_shared_colormap(att):
+    mean = [(17 * i) % 256 for i in range(16)]
+    head0 = [255 - v for v in mean]
+    att.evaluate("(items) => window.attention.inject(items)", small_items({"mean": mean, 0: head0}))
+    lut = att.evaluate("() => window.attention.COLORMAP")
+    import matplotlib
+
+    viridis = matplotlib.colormaps["viridis"]
+    for v in (0, 128, 255):  # the JS table is matplotlib's viridis
+        expected = [round(c * 255) for c in viridis(v)[:3]]
+        assert lut[3 * v : 3 * v + 3] == expected
+    for row, col in [(0, 0), (1, 2), (3, 3)]:
+        v = mean[row * 4 + col]
+        assert pixel(att, MAP, col, row) == [*lut[3 * v : 3 * v + 3], 255]
+    box = att.locator(MAP).bounding_box()
+    assert round(box["width"]) == 256 and round(box["height"]) == 256
+    label = att.locator(MAP).get_attribute("aria-label")
+    assert label == "Attention of enc.attn mean of heads batch 0"
+
+
+def test_hover_shows_query_key_and_exact_weight(att):
+    exact_mean = [i / 100 for i in range(16)]
+    exact_head = [0.5] * 16
+    items = small_items({"mean": [0] * 16, 0: [255] * 16}, exact=[exact_mean, exact_head])
+    att.evaluate("(items) => window.attention.inject(items)", items)
+    text = hover_cell(att, 2, 1)  # query "sat" (2), key "cat" (1): weight 0.09
+    assert text == 'query "sat" #2 · key "cat" #1 · weight 0.0900'
+    assert hover_cell(att, 0, 3) == 'query "The" #0 · key "down" #3 · weight 0.0300'
+
+
+def test_hover_decodes_uint8_weight_without_exact_values(att):
+    values = [51] * 16  # 51 / 255 * 0.5 = 0.1
+    att.evaluate(
+        "(items) => window.attention.inject(items)",
+        small_items({"mean": values, 0: values}, hi=0.5, tokens=False),
+    )
+    assert hover_cell(att, 1, 1) == "query #1 · key #1 · weight ≈ 0.1000"
+
+
+def test_head_selector_thumbnails_and_batch_selector(att):
+    mean, head0, head1 = [10] * 16, [100] * 16, [200] * 16
+    items = small_items({"mean": mean, 0: head0, 1: head1}, batches=3)
+    att.evaluate("(items) => window.attention.inject(items)", items)
+    lut = att.evaluate("() => window.attention.COLORMAP")
+    heads = att.locator("select.sw-att-head option").all_inner_texts()
+    assert heads == ["mean of heads", "head 0", "head 1"]
+    att.select_option("select.sw-att-head", "1")
+    assert pixel(att, MAP, 0, 0) == [*lut[600:603], 255]
+    thumbs = att.locator(".sw-att-thumb")
+    assert thumbs.count() == 3
+    att.get_by_role("button", name="Open enc.attn head 0").click()
+    assert att.locator("select.sw-att-head").input_value() == "0"
+    assert pixel(att, MAP, 2, 2) == [*lut[300:303], 255]
+    assert (
+        att.get_by_role("button", name="Open enc.attn head 0").get_attribute("aria-pressed")
+        == "true"
+    )
+    att.select_option("select.sw-att-batch", "2")
+    assert att.evaluate("() => window.attention.sent()") == [
+        {"type": "attention_batch", "layer": LAYER, "batch": 2}
+    ]
+    assert att.evaluate("() => window.attention.unmount()") == 0
+
+
+def test_4096_tokens_arrive_pooled_to_256_and_hover_reads_the_pooled_weight(att):
+    torch.manual_seed(0)
+    n = 4096
+    scores = torch.randn(1, 1, n, n)
+    pattern = torch.softmax(scores.tril() + torch.triu(torch.full((n, n), -1e9), 1), -1)
+    content, buffers = attention_message(LAYER, pattern, tokens=[[f"t{i}" for i in range(n)]])
+    assert sum(len(b) for b in buffers) == 2 * 256 * 256  # mean + 1 head, uint8
+    items = []
+    for item in content["items"]:
+        assert item["shape"] == [256, 256] and item["full_shape"] == [n, n]
+        values = list(buffers[item["buffer"]])
+        items.append({**{k: v for k, v in item.items() if k != "buffer"}, "values": values})
+    att.evaluate("(items) => window.attention.inject(items)", items)
+    assert att.evaluate(f'() => document.querySelector("{MAP}").width') == 256
+    row, col = 200, 100  # queries 3200..3215, keys 1600..1615
+    text = hover_cell(att, row, col, 256, 256)
+    hi, v = items[0]["hi"], items[0]["values"][row * 256 + col]
+    assert text.startswith('query #3200–3215 "t3200"…"t3215" (16 tokens) · key #1600–1615')
+    shown = float(text.rsplit("weight mean ≈ ", 1)[1])  # 3 significant digits
+    assert shown == pytest.approx(v / 255 * hi, rel=5e-3)
+    pooled = pattern[0, 0, 3200:3216, 1600:1616].mean().item()
+    assert abs(v / 255 * hi - pooled) <= hi / 255
+
+
+# --- the built bundle (harness.html, fake anywidget model) ----------------------------------
+
+
+def test_bundle_mounts_heatmap_for_selected_attention_layer(harness):
+    harness.locator("#host").bounding_box()  # Playwright's injected script adds its listeners
+    harness.mouse.move(1, 1)
+    before = harness.evaluate("() => window.harness.liveListeners()")
+    harness.evaluate("(s) => window.harness.mount(s)", {"selected": [LAYER]})
+    values = [[(13 * i) % 256 for i in range(16)], [200] * 16]
+    exact = [[i / 64 for i in range(16)], [0.25] * 16]
+    buffers = [{"dtype": "uint8", "values": v} for v in values] + [
+        {"dtype": "float32", "values": e} for e in exact
+    ]
+    items = [
+        {"layer": LAYER, "head": head, "batch": 0, "batches": 2, "heads": 1, "step": 1,
+         "shape": [4, 4], "full_shape": [4, 4], "lo": 0.0, "hi": 0.5, "dtype": "uint8",
+         "buffer": i, "exact": {"buffer": 2 + i, "dtype": "float32", "shape": [4, 4]}}
+        for i, head in enumerate(["mean", 0])
+    ]  # fmt: skip
+    items[0] |= {"tokens_q": TOKENS, "tokens_k": TOKENS}
+    other = {**items[1], "layer": "not.selected"}
+    harness.evaluate(
+        "([c, a]) => window.harness.inject(c, a)",
+        [{"type": "attention", "items": [*items, other]}, buffers],
+    )
+    assert harness.locator("section[data-attention]").count() == 1  # only selected layers
+    lut = harness.evaluate("async () => Array.from((await import('/js/src/colormap.js')).COLORMAP)")
+    v = values[0][1 * 4 + 2]
+    assert pixel(harness, MAP, 2, 1) == [*lut[3 * v : 3 * v + 3], 255]
+    assert hover_cell(harness, 1, 2) == 'query "cat" #1 · key "sat" #2 · weight 0.0938'
+    harness.select_option("select.sw-att-batch", "1")
+    assert {"type": "attention_batch", "layer": LAYER, "batch": 1} in harness.evaluate(
+        "() => window.harness.model().sent"
+    )
+    harness.evaluate("() => { const m = window.harness.model(); m.set('selected', []); }")
+    assert harness.locator("section[data-attention]").count() == 0
+    assert harness.evaluate("() => window.harness.unmount()") is True
+    assert harness.evaluate("() => window.harness.liveListeners()") == before
+
+
+def test_arrow_keys_move_the_read_out(att):
+    exact = [[i / 100 for i in range(16)], [0.0] * 16]
+    items = small_items({"mean": [0] * 16, 0: [0] * 16}, exact=exact)
+    att.evaluate("(items) => window.attention.inject(items)", items)
+    att.locator(MAP).focus()
+    readout = att.locator(f"section[data-attention='{LAYER}'] .sw-att-readout")
+    att.keyboard.press("ArrowDown")  # first key shows cell (0, 0)
+    assert readout.inner_text() == 'query "The" #0 · key "The" #0 · weight 0'
+    att.keyboard.press("ArrowDown")
+    att.keyboard.press("ArrowRight")
+    assert readout.inner_text() == 'query "cat" #1 · key "cat" #1 · weight 0.0500'

@@ -1,0 +1,110 @@
+"""The cut panel of the built bundle in headless Chromium, against the harness's fake model.
+
+Marks nodes by clicking and with the i / o keys, renames an input, shows a leaky report and its
+fix, highlights the code, and falls back to a clear message when no insertion path exists.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="needs /usr/bin/chromium"),
+]
+
+NO_INSERT = "insertion is not available here (VS Code / Voila): use Copy"
+
+
+def row(name, kind="module"):
+    cls = "Linear" if kind == "module" else "add"
+    return {"name": name, "parent": None, "depth": 0, "cls": cls, "kind": kind, "params": 3,
+            "children": 0}  # fmt: skip
+
+
+ROWS = [row("x", "node"), row("a"), row("b"), row("add", "node")]
+LEAKY = {
+    "node_in": ["a"], "node_out": ["add"], "inputs": ["x", "a"], "outputs": ["add"],
+    "leaks": {"x": ["b"]}, "fix": ["b"], "params_kept": 18, "params_total": 36,
+    "nodes_kept": 3, "nodes_total": 3, "method": "fx", "problems": [], "valid": True,
+}  # fmt: skip
+CODE = "from surgeon_widgets import Extract\n\ncut_model = Extract(model, node_in=['a'])"
+
+
+def state(page, key):
+    return page.evaluate("(k) => window.harness.model().get(k)", key)
+
+
+def test_mark_rename_report_fix_code_and_insert_fallback(harness):
+    page = harness
+    counts = [exercise(page) for _ in range(2)]
+    # Playwright's own injected listeners stay; a second render must not add to them
+    assert counts[0] == counts[1]
+
+
+def exercise(page) -> int:
+    """Mount, drive every control, unmount; the live DOM listener count afterwards."""
+    page.evaluate("(s) => window.harness.mount(s)", {"rows": ROWS, "show_nodes": True})
+    assert page.locator(".sw-cut-hint").is_visible()
+
+    # click the "in" button of row a, then the keyboard: focus row add, press o
+    page.click('[data-name="a"] .sw-mark-in')
+    assert state(page, "node_in") == {"a": "a"}
+    assert page.get_attribute('[data-name="a"] .sw-mark-in', "aria-pressed") == "true"
+    page.click('[data-name="add"] .sw-name')
+    page.keyboard.press("o")
+    assert state(page, "node_out") == {"add": "add"}
+    assert state(page, "selected") == ["add"]  # the click also selected it; "o" did not
+    page.keyboard.press("o")  # toggles back off
+    assert state(page, "node_out") == {}
+    page.click('[data-name="add"] .sw-mark-out')
+    page.click('[data-name="add"] .sw-mark-in')  # moves add over to the inputs
+    assert state(page, "node_in") == {"a": "a", "add": "add"} and state(page, "node_out") == {}
+    page.click('[aria-label="Unmark input add"]')
+    page.click('[data-name="add"] .sw-mark-out')
+
+    # rename an input in its field
+    page.fill('[aria-label="New name of input a"]', "h")
+    page.press('[aria-label="New name of input a"]', "Enter")
+    page.evaluate("() => document.activeElement.blur()")
+    assert state(page, "node_in") == {"a": "h"}
+
+    # Python answers with a leaky report and the code
+    page.evaluate(
+        "([r, c]) => { const m = window.harness.model(); m.set('cut_report', r); "
+        "m.set('code', c); }",
+        [LEAKY, CODE],
+    )
+    assert page.inner_text(".sw-cut-leak") == "⚠ original input x is still needed through b"
+    assert "Keeps 18 of 36 parameters" in page.inner_text(".sw-cut-summary")
+    assert page.locator(".sw-cut-problems").is_hidden()
+    page.click(".sw-cut-fix")
+    assert {"type": "cut_apply_fix"} in page.evaluate("() => window.harness.model().sent")
+    keywords = page.locator(".sw-code .sw-tok-keyword").all_inner_texts()
+    assert keywords == ["from", "import"]
+    assert page.locator(".sw-code").inner_text() == CODE
+
+    # a bad cut: problems listed, no fix button
+    page.evaluate(
+        "(r) => window.harness.model().set('cut_report', r)",
+        {**LEAKY, "leaks": {}, "fix": None, "valid": False, "problems": ["'a' is both"]},
+    )
+    assert page.inner_text(".sw-cut-problems") == "'a' is both"
+    assert page.locator(".sw-cut-fix").is_hidden()
+
+    # no JupyterLab app in this page: ask the kernel, which says insertion cannot work here
+    page.click(".sw-insert")
+    sent = page.evaluate("() => window.harness.model().sent")
+    assert {"type": "insert_cell", "code": CODE} in sent
+    page.evaluate(
+        "(m) => window.harness.model().emit('msg:custom', m, [])",
+        {"type": "insert_result", "ok": False, "message": NO_INSERT},
+    )
+    assert page.inner_text(".sw-cut-status") == NO_INSERT
+    page.click(".sw-copy")
+    page.wait_for_function("() => document.querySelector('.sw-cut-status').textContent !== ''")
+    assert page.evaluate("() => window.harness.unmount()") is True
+    assert page.evaluate("() => window.harness.model().listenerCount()") == 0
+    return page.evaluate("() => window.harness.liveListeners()")

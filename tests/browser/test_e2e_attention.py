@@ -1,0 +1,107 @@
+"""End to end: attention heatmap in a real JupyterLab (real kernel, real comm, binary buffers).
+
+Displays an Explorer over a tiny SDPA attention model, selects `attn` in the tree, runs a
+forward pass and checks the heatmap is painted and the hover read-out shows the weight Python
+computed, with the tokens given by `explorer.set_tokens`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.request
+from pathlib import Path
+
+import pytest
+from test_e2e_jupyterlab import RUN_CELL, jupyterlab, notebook  # noqa: F401 - fixture reused
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="needs /usr/bin/chromium"),
+]
+
+DEFINE = """\
+import torch
+import torch.nn.functional as F
+from torch import nn
+from surgeon_widgets.widget.explorer import Explorer
+
+class SelfAttention(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.qkv = nn.Linear(8, 24)
+    def forward(self, x):
+        b, s, _ = x.shape
+        q, k, v = self.qkv(x).view(b, s, 3, 2, 4).permute(2, 0, 3, 1, 4)
+        return F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(b, s, 8)
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.attn = SelfAttention()
+    def forward(self, x):
+        return self.attn(x)
+
+torch.manual_seed(0)
+model = Model().eval()
+explorer = Explorer(model, max_rate=0)
+explorer.set_tokens(["the", "cat", "sat", "on"])
+explorer"""
+
+FORWARD = """\
+with torch.no_grad():
+    model(torch.randn(1, 4, 8) * 3)
+w = explorer.attention_figure("attn").axes[0].images[0].get_array()
+print(f"forward done W21={float(w[2, 1]):.4f}")"""
+
+MAP = "section[data-attention='attn'] canvas.sw-att-map"
+PAINTED = f"""() => {{
+    const c = document.querySelector("{MAP}");
+    if (!c || c.width !== 4) return false;
+    const d = c.getContext('2d').getImageData(0, 0, 4, 4).data;
+    return d[3] === 255;
+}}"""
+
+
+def test_attention_heatmap_live_in_jupyterlab(browser, jupyterlab):  # noqa: F811
+    body = json.dumps({"type": "notebook", "content": notebook([DEFINE, FORWARD])}).encode()
+    request = urllib.request.Request(
+        f"{jupyterlab}/api/contents/attention_e2e.ipynb", data=body, method="PUT"
+    )
+    request.add_header("Content-Type", "application/json")
+    urllib.request.urlopen(request, timeout=30).close()
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.set_default_timeout(60_000)
+    try:
+        page.goto(f"{jupyterlab}/lab/tree/attention_e2e.ipynb", timeout=60_000)
+        page.wait_for_function(
+            "() => window.jupyterapp?.shell.currentWidget?.sessionContext?.session?.kernel",
+            timeout=60_000,
+        )
+        page.evaluate("() => window.jupyterapp.shell.currentWidget.sessionContext.ready")
+        page.evaluate(RUN_CELL, 0)
+        row = page.locator('[role="treeitem"][data-name="attn"]')
+        row.wait_for(timeout=90_000)
+        row.click()
+        page.wait_for_function(
+            "() => document.querySelector('.sw-hooks')?.textContent.includes('attention')",
+            timeout=20_000,
+        )
+        page.evaluate(RUN_CELL, 1)
+        done = page.locator(".jp-OutputArea-output", has_text="forward done")
+        done.wait_for(timeout=30_000)
+        expected = re.search(r"W21=([0-9.]+)", done.inner_text()).group(1)
+        page.wait_for_function(PAINTED, timeout=20_000)
+        heatmap = page.locator(MAP)
+        heatmap.scroll_into_view_if_needed()
+        box = heatmap.bounding_box()
+        heatmap.hover(position={"x": 1.5 * box["width"] / 4, "y": 2.5 * box["height"] / 4})
+        readout = page.locator("section[data-attention='attn'] .sw-att-readout")
+        assert readout.inner_text() == f'query "sat" #2 · key "cat" #1 · weight {expected}'
+        assert page.get_by_role("button", name="Open attn head 1").count() == 1
+        assert errors == [], errors
+    finally:
+        context.close()

@@ -1,0 +1,331 @@
+"""The Explorer front end (built bundle) in headless Chromium, against a fake anywidget model.
+
+The harness page (harness.html / harness.js) loads surgeon_widgets/static/explorer.js and exposes
+`window.harness` (mount, unmount, inject a custom message with DataView buffers, listener counts).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="needs /usr/bin/chromium"),
+]
+
+
+def row(name, parent, depth, cls, kind="module", params=1, children=0):
+    """One row dict of PROTOCOL.md."""
+    return {"name": name, "parent": parent, "depth": depth, "cls": cls, "kind": kind,
+            "params": params, "children": children}  # fmt: skip
+
+
+ROWS = [
+    row("encoder", None, 0, "Encoder", params=1200, children=1),
+    row("encoder.layers", "encoder", 1, "ModuleList", params=1200, children=1),
+    row("encoder.layers.0", "encoder.layers", 2, "Block", params=1200, children=2),
+    row("encoder.layers.0.attn", "encoder.layers.0", 3, "MultiheadAttention", params=1000),
+    row("encoder.layers.0.mlp", "encoder.layers.0", 3, "Linear", params=200),
+    row("head", None, 0, "Linear", params=11),
+    row("relu", None, 0, "relu", kind="node", params=0),
+]
+COUNTS = [0.0] * 32 + [float(i + 1) for i in range(32)]  # left half empty, right half rising
+
+
+def item(step=1, leaf="output", kind="activation", buffer=0, dtype="float32", layer="layer2"):
+    return {
+        "key": f"{layer}/{leaf}",
+        "layer": layer,
+        "leaf": leaf,
+        "kind": kind,
+        "step": step,
+        "shape": [1, 2],
+        "dtype": "float32",
+        "numel": 2,
+        "mean": 0.5,
+        "std": 1.0,
+        "min": -1.0,
+        "max": 2.0,
+        "zeros": 0.0,
+        "nans": 0,
+        "infs": 0,
+        "hist": {"buffer": buffer, "dtype": dtype, "shape": [64]},
+        "lo": -1.0,
+        "hi": 2.0,
+    }
+
+
+def mount(page, **state):
+    page.evaluate("(s) => window.harness.mount(s)", state)
+
+
+def model(page, key):
+    return page.evaluate("(k) => window.harness.model().get(k)", key)
+
+
+def sent(page):
+    return page.evaluate("() => window.harness.model().sent")
+
+
+def active(page):
+    return page.evaluate("""() => {
+        const id = document.querySelector('[role="tree"]').getAttribute('aria-activedescendant');
+        return id ? document.getElementById(id).dataset.name : null;
+    }""")
+
+
+def rows(page, attr="data-name"):
+    """Rendered rows in display order: (name, aria-selected, aria-expanded)."""
+    return page.evaluate("""() => [...document.querySelectorAll('[role="treeitem"]')]
+        .sort((a, b) => a.dataset.index - b.dataset.index)
+        .map((r) => [r.dataset.name, r.getAttribute('aria-selected'),
+                     r.getAttribute('aria-expanded')])""")
+
+
+def names(page):
+    return [r[0] for r in rows(page)]
+
+
+def selected_rows(page):
+    return [name for name, sel, _ in rows(page) if sel == "true"]
+
+
+PAINTED_BINS = """(label) => {
+    const c = document.querySelector(`canvas[aria-label="${label}"]`);
+    const { width: w, height: h } = c;
+    const data = c.getContext('2d').getImageData(0, 0, w, h).data;
+    const bins = [];
+    for (let b = 0; b < 64; b++) {
+        const x = Math.floor((b * w) / 64) + 1;  // inside the bar, clear of the 1px gap
+        let painted = false;
+        for (let y = 0; y < h && !painted; y++) painted = data[(y * w + x) * 4 + 3] > 0;
+        bins.push(painted);
+    }
+    return bins;
+}"""
+
+BAR_COLOR = """(label) => {
+    const c = document.querySelector(`canvas[aria-label="${label}"]`);
+    const d = c.getContext('2d').getImageData(c.width - 2, c.height - 1, 1, 1).data;
+    return [d[0], d[1], d[2], d[3]];
+}"""
+
+
+def test_keyboard_navigation_and_selection(harness):
+    page = harness
+    mount(page, rows=ROWS)
+    assert sent(page) == [{"type": "hello"}]
+    # depth 0-1 rows start expanded, depth 2 collapsed; graph nodes hidden
+    assert names(page) == ["encoder", "encoder.layers", "encoder.layers.0", "head"]
+    page.evaluate(
+        "() => { window.docKeys = 0; "
+        "document.addEventListener('keydown', () => window.docKeys++); }"
+    )
+
+    page.focus('[role="tree"]')
+    page.keyboard.press("ArrowDown")
+    assert active(page) == "encoder"
+    page.keyboard.press("End")
+    assert active(page) == "head"
+    page.keyboard.press("Home")
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("ArrowDown")
+    assert active(page) == "encoder.layers.0"
+    assert rows(page)[2] == ["encoder.layers.0", "false", "false"]
+    page.keyboard.press("ArrowRight")  # expand
+    assert rows(page)[2][2] == "true"
+    assert "encoder.layers.0.attn" in names(page)
+    page.keyboard.press("ArrowRight")  # into first child
+    assert active(page) == "encoder.layers.0.attn"
+    page.keyboard.press("Enter")
+    assert selected_rows(page) == ["encoder.layers.0.attn"]
+    assert model(page, "selected") == ["encoder.layers.0.attn"]
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press(" ")  # Space toggles: multi-select
+    assert model(page, "selected") == ["encoder.layers.0.attn", "encoder.layers.0.mlp"]
+    page.keyboard.press("ArrowLeft")  # leaf: to parent
+    assert active(page) == "encoder.layers.0"
+    page.keyboard.press("ArrowLeft")  # collapse
+    assert "encoder.layers.0.attn" not in names(page)
+    assert page.evaluate("() => window.docKeys") == 0, "key events must not reach the notebook"
+
+    page.click('[data-name="head"]')
+    assert model(page, "selected") == ["head"]
+    page.click('[data-name="encoder"]', modifiers=["Control"])
+    assert model(page, "selected") == ["head", "encoder"]
+    page.click('[data-name="encoder.layers"]', modifiers=["Shift"])
+    assert model(page, "selected") == ["encoder", "encoder.layers"]
+    assert selected_rows(page) == ["encoder", "encoder.layers"]
+
+
+def test_search_keeps_ancestors_of_matches(harness):
+    page = harness
+    mount(page, rows=ROWS, shapes={"head": {"shape": [4, 1], "dtype": "float32"}})
+    page.fill('[role="searchbox"]', "attn")
+    # the match sits below the collapsed depth-2 row: its ancestors are shown, opened
+    assert names(page) == ["encoder", "encoder.layers", "encoder.layers.0", "encoder.layers.0.attn"]
+    assert model(page, "search") == "attn"
+    page.fill('[role="searchbox"]', "linear")  # by class, case-insensitive
+    assert names(page) == [
+        "encoder",
+        "encoder.layers",
+        "encoder.layers.0",
+        "encoder.layers.0.mlp",
+        "head",
+    ]
+    label = page.get_attribute('[data-name="head"]', "aria-label")
+    assert label.startswith("head, Linear, 11 params, [4, 1] float32")
+    page.fill('[role="searchbox"]', "")
+    assert names(page) == ["encoder", "encoder.layers", "encoder.layers.0", "head"]
+    page.evaluate("() => window.harness.model().set('search', 'mlp')")  # Python side sets it
+    assert page.input_value('[role="searchbox"]') == "mlp"
+    assert names(page)[-1] == "encoder.layers.0.mlp"
+
+
+def test_histogram_drawn_from_binary_payload(harness):
+    page = harness
+    mount(page, rows=ROWS, selected=["layer2"])
+    assert page.is_visible('[data-layer="layer2"] .sw-waiting')
+    grad = item(leaf="grad_output[0]", kind="gradient", buffer=1, dtype="int32")
+    page.evaluate(
+        "([c, a]) => window.harness.inject(c, a)",
+        [
+            {"type": "stats", "items": [item(step=1), grad, item(layer="layer3", buffer=0)]},
+            [{"dtype": "float32", "values": COUNTS}, {"dtype": "int32", "values": COUNTS}],
+        ],
+    )
+    expected = [c > 0 for c in COUNTS]
+    assert page.evaluate(PAINTED_BINS, "Histogram of layer2 output") == expected
+    assert page.evaluate(PAINTED_BINS, "Histogram of layer2 grad_output[0]") == expected
+    stats = page.locator('[data-layer="layer2"] .sw-stats').first
+    assert stats.is_visible()
+    assert (
+        stats.inner_text()
+        == "mean 0.5 std 1 min -1 max 2 zeros 0% NaN 0 Inf 0 shape [1, 2] float32"
+    )
+    assert page.locator('[data-layer="layer3"]').count() == 0  # not selected: no panel
+    assert not page.is_visible('[data-layer="layer2"] .sw-waiting')
+
+    # a second step and a snapshot (answer to hello) feed the history strip
+    page.evaluate(
+        "([c, a]) => window.harness.inject(c, a)",
+        [
+            {
+                "type": "snapshot",
+                "items": [item(step=3)],
+                "history": {"layer2/output": [item(step=1), item(step=2)]},
+            },
+            [{"dtype": "float32", "values": COUNTS}],
+        ],
+    )
+    heat = page.evaluate(PAINTED_BINS, "History of layer2 output")
+    assert any(heat) and not all(heat)
+    assert "step 3" in page.inner_text('[data-layer="layer2"] .sw-leaf-title')
+
+
+def test_theme_switch_changes_background_and_redraws(harness):
+    page = harness
+    mount(page, selected=["layer2"])
+    page.evaluate(
+        "([c, a]) => window.harness.inject(c, a)",
+        [{"type": "stats", "items": [item()]}, [{"dtype": "float32", "values": COUNTS}]],
+    )
+    bg = "() => getComputedStyle(document.querySelector('.sw-explorer')).backgroundColor"
+    light_bar = page.evaluate(BAR_COLOR, "Histogram of layer2 output")
+    assert page.evaluate(bg) == "rgb(255, 255, 255)"
+    page.evaluate("() => document.body.setAttribute('data-jp-theme-light', 'false')")
+    assert page.evaluate(bg) == "rgb(17, 17, 17)"
+    redrawn = f"(old) => `${{({BAR_COLOR})('Histogram of layer2 output')}}` !== `${{old}}`"
+    page.wait_for_function(redrawn, arg=light_bar, timeout=2000)  # MutationObserver redraw
+    # JupyterLab's own variables win over the fallbacks
+    page.evaluate("() => document.body.style.setProperty('--jp-layout-color0', 'rgb(1, 2, 3)')")
+    assert page.evaluate(bg) == "rgb(1, 2, 3)"
+    # VS Code: no --jp-* variables, its editor background is used (the widget paints its own)
+    page.evaluate("""() => {
+        document.body.style.removeProperty('--jp-layout-color0');
+        document.body.removeAttribute('data-jp-theme-light');
+        document.body.style.setProperty('--vscode-editor-background', 'rgb(30, 30, 30)');
+    }""")
+    assert page.evaluate(bg) == "rgb(30, 30, 30)"
+
+
+def test_ten_thousand_rows_stay_virtual_and_fast(harness):
+    page = harness
+    t0 = time.perf_counter()
+    page.evaluate("() => window.harness.mount({ rows: window.harness.bigRows(100, 99) })")
+    assert time.perf_counter() - t0 < 2.0
+    count = "() => document.querySelectorAll('[role=\"treeitem\"]').length"
+    assert page.evaluate("() => window.harness.model().get('rows').length") == 10_000
+    assert 0 < page.evaluate(count) < 200
+    page.focus('[role="tree"]')
+    page.keyboard.press("End")
+    page.wait_for_selector('[data-name="block99.layer98"]')
+    assert active(page) == "block99.layer98"
+    assert page.evaluate(count) < 200
+
+    t0 = time.perf_counter()
+    page.locator('[role="searchbox"]').press_sequentially("layer98")
+    typing = time.perf_counter() - t0
+    assert names(page)[:2] == ["block0", "block0.layer98"]
+    assert page.inner_text(".sw-count") == "100 matches"
+    assert page.evaluate(count) < 200
+    assert typing < 3.0, f"typing 7 characters took {typing:.2f}s"
+    per_update = page.evaluate("""() => {
+        const box = document.querySelector('[role="searchbox"]');
+        const t0 = performance.now();
+        for (let i = 0; i < 20; i++) {
+            box.value = i % 2 ? 'layer' : 'block5';
+            box.dispatchEvent(new Event('input', { bubbles: true }));
+        }
+        return (performance.now() - t0) / 20;
+    }""")
+    assert per_update < 50, f"one search update took {per_update:.1f} ms"
+
+
+def test_render_cleanup_removes_every_listener(harness):
+    page = harness
+    before = page.evaluate("() => window.harness.liveListeners()")
+    for _ in range(2):  # a re-render (hot reload) must not accumulate anything
+        mount(page, rows=ROWS, selected=["layer2"], hooks=[{"name": "layer2", "kind": "forward"}])
+        assert page.evaluate("() => window.harness.liveListeners()") > before
+        assert page.evaluate("() => window.harness.model().listenerCount()") > 0
+        page.click('[data-name="head"]')
+        page.fill('[role="searchbox"]', "enc")
+        page.evaluate(
+            "([c, a]) => window.harness.inject(c, a)",
+            [{"type": "stats", "items": [item()]}, [{"dtype": "float32", "values": COUNTS}]],
+        )
+        assert page.evaluate("() => window.harness.unmount()") is True  # element emptied
+        assert page.evaluate("() => window.harness.liveListeners()") == before
+        assert page.evaluate("() => window.harness.model().listenerCount()") == 0
+
+
+def test_hooks_panel_nodes_switch_and_errors(harness):
+    page = harness
+    mount(
+        page,
+        rows=ROWS,
+        selected=["head"],
+        hooks=[{"name": "head", "kind": "forward"}],
+        errors=["head: RuntimeError in hook"],
+        nodes_error="",
+    )
+    panel = page.locator(".sw-hooks")
+    assert "head" in panel.inner_text()
+    assert "RuntimeError in hook" in panel.inner_text()
+    page.get_by_role("button", name="Remove all hooks").click()
+    assert sent(page)[-1] == {"type": "remove_all_hooks"}
+
+    switch = page.get_by_role("switch", name="graph nodes")
+    assert switch.get_attribute("aria-checked") == "false"
+    assert "relu" not in names(page)
+    switch.click()
+    assert model(page, "show_nodes") is True
+    assert switch.get_attribute("aria-checked") == "true"
+    assert "relu" in names(page)
+    page.evaluate("() => window.harness.model().set('nodes_error', 'torch.fx: data-dependent if')")
+    assert page.is_visible(".sw-nodes-error")
+    assert "data-dependent if" in page.inner_text(".sw-nodes-error")

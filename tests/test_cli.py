@@ -1,0 +1,168 @@
+"""``surgeon-widgets demo``: the shipped notebook, its copy, the JupyterLab command, a live server.
+
+The shipped demo notebook itself runs top to bottom under nbval (its cells assert).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from importlib import resources
+from pathlib import Path
+
+import pytest
+
+from surgeon_widgets import cli
+
+REPO = Path(__file__).resolve().parents[1]
+SHIPPED = resources.files("surgeon_widgets") / "notebooks" / cli.DEMO
+
+
+def _digest(path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_demo_notebook_is_shipped_and_valid():
+    import nbformat
+
+    assert SHIPPED.is_file()
+    nb = nbformat.reads(SHIPPED.read_text(encoding="utf-8"), as_version=4)
+    nbformat.validate(nb)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert code, "the demo has code cells"
+    assert all(not c.outputs and c.execution_count is None for c in code), "shipped without outputs"
+    source = "\n".join(c.source for c in code)
+    for needed in (
+        "Explorer(",
+        "capture_attention(",
+        "Extract(",
+        "load_transformer()",
+        "load_cnn()",
+    ):
+        assert needed in source
+
+
+def test_copy_demo_copies_and_never_edits_the_shipped_file(tmp_path):
+    before = _digest(SHIPPED)
+    target = cli.copy_demo(tmp_path / "work")
+    assert target == tmp_path / "work" / cli.DEMO
+    assert target.read_bytes() == SHIPPED.read_bytes()
+
+    target.write_text('{"edited": true}')  # the user's edits stay in the copy
+    assert cli.copy_demo(tmp_path / "work") == target
+    assert target.read_text() == '{"edited": true}'
+    assert _digest(SHIPPED) == before
+
+
+def test_lab_command_flags(tmp_path):
+    command = cli.lab_command(tmp_path, 8765, browser=False)
+    assert command[:4] == [sys.executable, "-m", "jupyter", "lab"]
+    assert "--no-browser" in command
+    assert "--port=8765" in command
+    assert "--ip=127.0.0.1" in command
+    assert f"--ServerApp.root_dir={tmp_path}" in command
+    assert f"--LabApp.default_url=/lab/tree/{cli.DEMO}" in command
+    assert "--no-browser" not in cli.lab_command(tmp_path, 8765, browser=True)
+    as_root = hasattr(os, "geteuid") and os.geteuid() == 0
+    assert ("--allow-root" in command) == as_root
+
+
+def test_lab_command_allow_root_only_as_root(tmp_path, monkeypatch):
+    monkeypatch.setattr(os, "geteuid", lambda: 0, raising=False)
+    assert "--allow-root" in cli.lab_command(tmp_path, 1, browser=False)
+    monkeypatch.setattr(os, "geteuid", lambda: 1000, raising=False)
+    assert "--allow-root" not in cli.lab_command(tmp_path, 1, browser=False)
+
+
+def test_main_requires_a_command(capsys):
+    with pytest.raises(SystemExit):
+        cli.main([])
+
+
+def test_main_passes_port_and_folder(tmp_path, monkeypatch, capsys):
+    calls = []
+    monkeypatch.setattr(cli.subprocess, "call", lambda command: calls.append(command) or 0)
+    assert cli.main(["demo", "--no-browser", "--port", "9123", "--dir", str(tmp_path)]) == 0
+    assert (tmp_path / cli.DEMO).is_file()
+    (command,) = calls
+    assert command == cli.lab_command(tmp_path, 9123, browser=False)
+    assert "127.0.0.1:9123" in capsys.readouterr().out
+
+
+@pytest.mark.timeout(180)
+def test_demo_command_starts_a_server_on_127_0_0_1(tmp_path):
+    port = _free_port()
+    token = secrets.token_hex(16)
+    home = tmp_path / "home"
+    env = {
+        **os.environ,
+        "JUPYTER_CONFIG_DIR": str(home / "config"),
+        "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
+        "JUPYTERLAB_SETTINGS_DIR": str(home / "settings"),
+        "JUPYTERLAB_WORKSPACES_DIR": str(home / "workspaces"),
+        "IPYTHONDIR": str(home / "ipython"),
+        "JUPYTER_TOKEN": token,  # the server's token, so the test can authenticate
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+    }
+    argv = ["demo", "--no-browser", "--port", str(port), "--dir", str(tmp_path / "work")]
+    script = f"import sys; from surgeon_widgets.cli import main; sys.exit(main({argv!r}))"
+    log = (tmp_path / "server.log").open("w")
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], env=env, cwd=tmp_path, stdout=log,
+        stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        status = None
+        while status is None:
+            assert proc.poll() is None, (tmp_path / "server.log").read_text()[-3000:]
+            try:
+                request = urllib.request.Request(
+                    f"http://127.0.0.1:{port}/api/status",
+                    headers={"Authorization": f"token {token}"},
+                )
+                with urllib.request.urlopen(request, timeout=2) as r:
+                    status = (r.status, json.load(r))
+            except OSError:
+                assert time.monotonic() < deadline, (tmp_path / "server.log").read_text()[-3000:]
+                time.sleep(0.3)
+        assert status[0] == 200
+        assert "started" in status[1]
+        assert (tmp_path / "work" / cli.DEMO).is_file()
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)  # our own session: the CLI and its JupyterLab
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        log.close()
+
+
+@pytest.mark.timeout(300)
+def test_shipped_demo_notebook_runs_under_nbval(tmp_path):
+    """Execute a copy of the demo (every cell asserts) in a fresh kernel with nbval."""
+    notebook = cli.copy_demo(tmp_path / "work")
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--nbval-lax", str(notebook),
+         "-q", "--rootdir", str(notebook.parent), "-o", "addopts=", "-p", "no:randomly"],
+        cwd=notebook.parent, capture_output=True, text=True, timeout=280,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(
+            filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    assert " passed" in result.stdout and "failed" not in result.stdout
