@@ -157,7 +157,7 @@ def test_new_input_named_like_a_leaking_input():
 
 @pytest.mark.parametrize(
     ("new_name", "message"),
-    [("x", "'x' is already a node or input"), ("class", "Python keyword or 'self'")],
+    [("x", "'x' is already an input"), ("class", "Python keyword or 'self'")],
 )
 def test_extract_with_clashing_or_reserved_input_name(new_name, message):
     with pytest.raises(ValueError, match=message):

@@ -220,3 +220,24 @@ def test_unused_node_in_warns():
     with pytest.warns(UnusedInputWarning, match="node_in 'layer2' feeds none of the outputs"):
         cut = Extract(SomeModelFn(), node_in="layer2", node_out="relu")
     assert cut.summary["input"] == ("x",)
+
+
+def test_new_input_named_like_an_internal_node():
+    from toy_models import Block
+
+    class Residual(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.block = Block()
+
+        def forward(self, x):
+            y = self.block(x)  # its add is fx's 'add', public 'block.add'
+            z = y + x  # fx's 'add_1', public 'add'
+            return z * y
+
+    model = Residual()
+    x, z = torch.randn(2, 4), torch.randn(2, 4)
+    cut = Extract(model, node_in="add", node_out="mul")
+    assert "add" in cut.summary["input"]
+    _, y = Inspect(model, "block")(x)
+    torch.testing.assert_close(cut(x=x, add=z), z * y)

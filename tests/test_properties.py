@@ -14,6 +14,7 @@ every op's value, in graph order, under the name the naming rule gives it (the m
 
 from __future__ import annotations
 
+import os
 import re
 import warnings
 from collections import Counter
@@ -153,7 +154,10 @@ RESIDUAL_AND_REUSE = (
 
 
 @settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=int(os.environ.get("SURGEON_EXAMPLES", "25")),
+    deadline=None,
+    derandomize=os.environ.get("CI") == "true",  # CI: reproducible; locally: explore
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @example(program=RESIDUAL_AND_REUSE, data=None)
 @given(program=programs(), data=st.data())

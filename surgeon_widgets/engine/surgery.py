@@ -134,13 +134,16 @@ def replace_inputs(graph: fx.Graph, nodes: Sequence[fx.Node], keys: Sequence[str
         anchor = placeholder
         created.append(placeholder)
     prune(graph)
-    taken = {n.name for n in graph.nodes if n not in created}
+    others = {n.name: n for n in graph.nodes if n not in created}
     for placeholder, name in zip(created, names):
-        if name in taken:
+        other = others.get(name)
+        if other is not None and other.op == "placeholder":
             raise ValueError(
-                f"new input name {name!r} is already a node or input of the cut graph; "
+                f"new input name {name!r} is already an input of the cut graph; "
                 "give node_in as a dict {node: new_name} with another name"
             )
+        if other is not None:  # an internal fx name only (public names live in node.meta)
+            other._rename(f"{name}_")
         placeholder.target = placeholder.name = name
     return created
 

@@ -7,13 +7,11 @@ computed, with the tokens given by `explorer.set_tokens`.
 
 from __future__ import annotations
 
-import json
 import re
-import urllib.request
 from pathlib import Path
 
 import pytest
-from test_e2e_jupyterlab import RUN_CELL, jupyterlab, notebook  # noqa: F401 - fixture reused
+from test_e2e_jupyterlab import RUN_CELL, open_notebook, put_notebook
 
 pytestmark = [
     pytest.mark.browser,
@@ -63,25 +61,15 @@ PAINTED = f"""() => {{
 }}"""
 
 
-def test_attention_heatmap_live_in_jupyterlab(browser, jupyterlab):  # noqa: F811
-    body = json.dumps({"type": "notebook", "content": notebook([DEFINE, FORWARD])}).encode()
-    request = urllib.request.Request(
-        f"{jupyterlab}/api/contents/attention_e2e.ipynb", data=body, method="PUT"
-    )
-    request.add_header("Content-Type", "application/json")
-    urllib.request.urlopen(request, timeout=30).close()
+def test_attention_heatmap_live_in_jupyterlab(browser, jupyterlab):
+    put_notebook(jupyterlab, "attention_e2e.ipynb", [DEFINE, FORWARD])
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.set_default_timeout(60_000)
     try:
-        page.goto(f"{jupyterlab}/lab/tree/attention_e2e.ipynb", timeout=60_000)
-        page.wait_for_function(
-            "() => window.jupyterapp?.shell.currentWidget?.sessionContext?.session?.kernel",
-            timeout=60_000,
-        )
-        page.evaluate("() => window.jupyterapp.shell.currentWidget.sessionContext.ready")
+        open_notebook(page, jupyterlab, "lab", "attention_e2e.ipynb")
         page.evaluate(RUN_CELL, 0)
         row = page.locator('[role="treeitem"][data-name="attn"]')
         row.wait_for(timeout=90_000)

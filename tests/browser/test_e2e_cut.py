@@ -7,12 +7,10 @@ hidden (JupyterLab's default) it goes through the notebook's DOM (prompt click, 
 
 from __future__ import annotations
 
-import json
-import urllib.request
 from pathlib import Path
 
 import pytest
-from test_e2e_jupyterlab import OUTPUTS, RUN_CELL, jupyterlab, notebook  # noqa: F401 (fixture)
+from test_e2e_jupyterlab import OUTPUTS, RUN_CELL, open_notebook, put_notebook
 
 pytestmark = [
     pytest.mark.browser,
@@ -47,15 +45,7 @@ print("cut ok", type(cut_model).__name__, cut_model.summary["input"], same)"""
 SOURCE = "(i) => window.app.shell.currentWidget.content.widgets[i]?.model.sharedModel.getSource()"
 
 
-def put_notebook(base: str, name: str, cells: list[str]) -> None:
-    body = json.dumps({"type": "notebook", "content": notebook(cells)}).encode()
-    request = urllib.request.Request(f"{base}/api/contents/{name}", body, method="PUT")
-    request.add_header("Content-Type", "application/json")
-    with urllib.request.urlopen(request, timeout=10) as response:
-        assert response.status in (200, 201)
-
-
-def test_mark_cut_by_clicking_then_insert_a_cell_that_runs(browser, jupyterlab):  # noqa: F811
+def test_mark_cut_by_clicking_then_insert_a_cell_that_runs(browser, jupyterlab):
     put_notebook(jupyterlab, "cut_e2e.ipynb", [DEFINE, CHECK])
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()
@@ -63,12 +53,7 @@ def test_mark_cut_by_clicking_then_insert_a_cell_that_runs(browser, jupyterlab):
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.set_default_timeout(60_000)
     try:
-        page.goto(f"{jupyterlab}/lab/tree/cut_e2e.ipynb", timeout=60_000)
-        page.wait_for_function(
-            "() => window.jupyterapp?.shell.currentWidget?.sessionContext?.session?.kernel",
-            timeout=60_000,
-        )
-        page.evaluate("() => window.jupyterapp.shell.currentWidget.sessionContext.ready")
+        open_notebook(page, jupyterlab, "lab", "cut_e2e.ipynb")
         page.evaluate("() => { window.app = window.jupyterapp; }")  # SOURCE reads through it
         page.evaluate(RUN_CELL, 0)
         mark_in = page.locator('[role="treeitem"][data-name="layer1"] .sw-mark-in')

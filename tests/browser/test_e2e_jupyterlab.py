@@ -1,4 +1,4 @@
-"""End to end: a real JupyterLab server, a real kernel, the built bundle, headless Chromium.
+"""End to end: a real JupyterLab 4 or Notebook 7 server, a real kernel, headless Chromium.
 
 Runs SEEDS.md's `SomeModel` in a notebook, displays the Explorer, selects `layer2` in the tree,
 runs a forward pass, and checks that layer2's histogram is drawn and its stats are shown.
@@ -7,16 +7,12 @@ runs a forward pass, and checks that layer2's histogram is drawn and its stats a
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
+
+from conftest import notebook_url
 
 pytestmark = [
     pytest.mark.browser,
@@ -74,76 +70,67 @@ def notebook(cells: list[str]) -> dict:
     }
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def put_notebook(base: str, name: str, cells: list[str]) -> None:
+    """Write a notebook through the server's contents API."""
+    body = json.dumps({"type": "notebook", "content": notebook(cells)}).encode()
+    request = urllib.request.Request(f"{base}/api/contents/{name}", body, method="PUT")
+    request.add_header("Content-Type", "application/json")
+    with urllib.request.urlopen(request, timeout=30) as response:
+        assert response.status in (200, 201)
 
 
-@pytest.fixture(scope="module")
-def jupyterlab(tmp_path_factory):
-    """A JupyterLab server on 127.0.0.1 rooted in a temp dir holding the test notebook."""
-    root = tmp_path_factory.mktemp("lab")
-    (root / "explorer_e2e.ipynb").write_text(json.dumps(notebook([DEFINE, FORWARD, "explorer"])))
-    home = tmp_path_factory.mktemp("jupyter-home")
-    env = {
-        **os.environ,
-        # isolate from the user's Jupyter/IPython settings and workspaces
-        "JUPYTER_CONFIG_DIR": str(home / "config"),
-        "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
-        "JUPYTERLAB_SETTINGS_DIR": str(home / "settings"),
-        "JUPYTERLAB_WORKSPACES_DIR": str(home / "workspaces"),
-        "IPYTHONDIR": str(home / "ipython"),
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-    }
-    port = free_port()
-    cmd = [
-        sys.executable,
-        "-m",
-        "jupyter",
-        "lab",
-        "--no-browser",
-        "--allow-root",
-        "--ip=127.0.0.1",
-        f"--port={port}",
-        "--ServerApp.token=",
-        "--ServerApp.password=",
-        "--ServerApp.disable_check_xsrf=True",
-        "--LabApp.news_url=None",
-        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-        "--LabApp.expose_app_in_browser=True",
-        f"--ServerApp.root_dir={root}",
-    ]
-    log = (home / "server.log").open("w")
-    proc = subprocess.Popen(
-        cmd, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+def known_app_error(app: str, error) -> bool:
+    """Notebook 7.6's own page error, thrown on opening any notebook (no widget involved)."""
+    stack = (error.stack or "").splitlines()
+    return (
+        app == "notebook"
+        and str(error) == "Cannot read properties of undefined (reading 'schema')"
+        and len(stack) > 1
+        and "/static/notebook/notebook_core." in stack[1]
     )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"jupyter lab exited: {(home / 'server.log').read_text()[-3000:]}")
-            try:
-                with urllib.request.urlopen(f"{base}/api/status", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(
-                    f"jupyter lab did not start: {(home / 'server.log').read_text()[-3000:]}"
-                )
-            time.sleep(0.3)
-        yield base
-    finally:
-        proc.send_signal(signal.SIGTERM)  # the server shuts its kernels down on SIGTERM
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)  # our own session: server and its kernels
-            proc.wait()
-        log.close()
+
+
+class ShortcutLeak(AssertionError):
+    """Keys pressed on the focused tree reached the notebook's command-mode shortcuts."""
+
+
+@pytest.fixture(
+    params=[
+        pytest.param("lab", id="jupyterlab4"),
+        pytest.param(
+            "notebook",
+            id="notebook7",
+            marks=pytest.mark.xfail(
+                raises=ShortcutLeak,
+                strict=True,
+                reason="known bug: in Notebook 7, a/b/d d pressed on the focused tree row reach "
+                "the notebook's shortcuts (a cell gets inserted); the search box is fine",
+            ),
+        ),
+    ]
+)
+def jupyter_app(request) -> tuple[str, str]:
+    """(app, base URL) of a session-wide JupyterLab 4 or Notebook 7 server."""
+    server = request.getfixturevalue("jupyterlab" if request.param == "lab" else "notebook7")
+    return request.param, server
+
+
+KERNEL_OF = """(name) => {
+    const w = window.jupyterapp?.shell.currentWidget;
+    return w?.context?.path === name && !!w.sessionContext?.session?.kernel;
+}"""
+
+
+def open_notebook(page, base: str, app: str, name: str) -> None:
+    """Open notebook `name` and wait until it is the current widget and has a kernel.
+
+    The servers live for the whole session: JupyterLab's workspace would restore the notebooks
+    of earlier tests (``?reset`` drops it), and the path check makes sure cells run in `name`.
+    """
+    url = notebook_url(base, app, name) + ("?reset" if app == "lab" else "")
+    page.goto(url, timeout=60_000)
+    page.wait_for_function(KERNEL_OF, arg=name, timeout=60_000)
+    page.evaluate("() => window.jupyterapp.shell.currentWidget.sessionContext.ready")
 
 
 RUN_CELL = """async (i) => {
@@ -170,19 +157,16 @@ CANVAS_PAINTED = """(view) => {
 }"""
 
 
-def test_select_layer2_then_forward_draws_its_histogram(browser, jupyterlab):
+def test_select_layer2_then_forward_draws_its_histogram(browser, jupyter_app):
+    app, base = jupyter_app
+    put_notebook(base, "explorer_e2e.ipynb", [DEFINE, FORWARD, "explorer"])
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()
     errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("pageerror", lambda e: None if known_app_error(app, e) else errors.append(str(e)))
     page.set_default_timeout(60_000)  # CI machines can be busy; every wait below has its own bound
     try:
-        page.goto(f"{jupyterlab}/lab/tree/explorer_e2e.ipynb", timeout=60_000)
-        page.wait_for_function(
-            "() => window.jupyterapp?.shell.currentWidget?.sessionContext?.session?.kernel",
-            timeout=60_000,
-        )
-        page.evaluate("() => window.jupyterapp.shell.currentWidget.sessionContext.ready")
+        open_notebook(page, base, app, "explorer_e2e.ipynb")
 
         page.evaluate(RUN_CELL, 0)
         row = page.locator('[role="treeitem"][data-name="layer2"]')
@@ -213,12 +197,6 @@ def test_select_layer2_then_forward_draws_its_histogram(browser, jupyterlab):
         assert search.input_value() == "dda"
         assert page.evaluate(CELL_COUNT) == cells
         search.fill("")
-        row.click()  # focus in the tree, not in a text box
-        page.keyboard.press("a")
-        page.keyboard.press("b")
-        page.keyboard.press("d")
-        page.keyboard.press("d")
-        assert page.evaluate(CELL_COUNT) == cells
 
         # a second view of the same widget asks for the history ("hello") and draws it
         page.evaluate(RUN_CELL, 2)
@@ -228,6 +206,17 @@ def test_select_layer2_then_forward_draws_its_histogram(browser, jupyterlab):
         )
         assert second.inner_text() == stats.inner_text()
         assert errors == [], errors
+
+        # last, so that the known Notebook 7 failure (xfail) hides none of the checks above
+        row.first.click()  # focus in the first view's tree, not in a text box
+        page.keyboard.press("a")
+        page.keyboard.press("b")
+        page.keyboard.press("d")
+        page.keyboard.press("d")
+        if page.evaluate(CELL_COUNT) != cells:
+            raise ShortcutLeak(f"{page.evaluate(CELL_COUNT)} cells, expected {cells}")
+    except ShortcutLeak:
+        raise
     except Exception as e:
         # say where it stopped: the cells' outputs show kernel errors (e.g. an import failure)
         raise AssertionError(f"{e}\n--- notebook outputs ---\n{page.evaluate(OUTPUTS)}") from e
