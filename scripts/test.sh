@@ -13,5 +13,5 @@ if compgen -G "notebooks/*.ipynb" > /dev/null; then
   .venv/bin/python -m pytest -p no:cacheprovider --nbval-lax notebooks
 fi
 if [ -f benchmarks/run_all.py ]; then
-  .venv/bin/python benchmarks/run_all.py --quick
+  .venv/bin/python benchmarks/run_all.py  # every bench_*.py in --quick mode
 fi

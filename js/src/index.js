@@ -39,6 +39,11 @@ function render({ model, el }) {
   /** @param {Event} e */
   const stop = (e) => e.stopPropagation();
   for (const type of KEY_EVENTS) d.listen(root, type, stop);
+  // Lumino stops looking for shortcuts at an element carrying this attribute, but tests the
+  // focused element itself first; Notebook 7 listens in the capture phase, before `stop` runs.
+  d.listen(root, "focusin", (e) => {
+    if (e.target instanceof HTMLElement) e.target.setAttribute("data-lm-suppress-shortcuts", "true");
+  });
 
   d.onModel(model, "change:selected", () => panels.sync(model.get("selected") ?? []));
   d.onModel(model, "msg:custom", (/** @type {any} */ msg, /** @type {DataView[]} */ buffers) => {
