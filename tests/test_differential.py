@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import fx, nn
 from torch.testing import assert_close
+from toy_models import SomeModel, SomeModelFn
 
 from surgeon_widgets import Extract, Inspect, get_layers, get_nodes
 
@@ -24,30 +25,6 @@ torchvision = pytest.importorskip("torchvision")
 
 # ---------------------------------------------------------------------------------------------
 # Models (built in fixtures, never at import)
-
-
-class SomeModel(nn.Module):
-    """SEEDS.md's Inspect example."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.layer1 = nn.Linear(5, 3)
-        self.layer2 = nn.Linear(3, 2)
-        self.layer3 = nn.Linear(2, 1)
-
-    def forward(self, x):
-        x1 = self.layer1(x)
-        x2 = self.layer2(x1)
-        return self.layer3(x2)
-
-
-class SomeModelFn(SomeModel):
-    """SEEDS.md's Extract example (``layer3 = nn.Linear(2, 1)`` so the whole model runs)."""
-
-    def forward(self, x):
-        x1 = torch.relu(self.layer1(x))
-        x2 = torch.sigmoid(self.layer2(x1))
-        return self.layer3(x2).tanh()
 
 
 class Branchy(nn.Module):
