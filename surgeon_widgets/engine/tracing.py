@@ -27,7 +27,6 @@ __all__ = [
     "ExampleInputs",
     "Trace",
     "TracingError",
-    "get_default_tracer",
     "reset_tracer",
     "set_tracer",
     "trace",
@@ -60,10 +59,6 @@ def reset_tracer() -> None:
     """Go back to ``torch.fx.Tracer`` as the default tracer."""
     global _default_tracer
     _default_tracer = fx.Tracer
-
-
-def get_default_tracer() -> type[fx.Tracer]:
-    return _default_tracer
 
 
 @dataclass
@@ -315,8 +310,3 @@ def trace(
         message += f"\n  at {where}"
     message += "\nInspect(model, layer=...) works on any model: it uses hooks, not tracing."
     raise TracingError(message) from first
-
-
-def forward_parameters(model: nn.Module) -> list[str]:
-    """Names of ``model.forward``'s parameters (for messages)."""
-    return list(inspect.signature(model.forward).parameters)
