@@ -1,0 +1,84 @@
+"""When the package's own hooks must stay out of the way: the one guard every hook passes.
+
+A live hook (Explorer statistics, gradients, attention capture, the recorder) must never take
+part in somebody else's trace or in the package's own forwards, or it changes what the user
+sees: extra graph nodes, an fx failure, a different cut verdict. :func:`inert` says when to
+return at once; :func:`internal` marks a forward the package itself runs (shape measurement,
+cut analysis, tracing), so that no live view records it.
+
+>>> import torch
+>>> inert(torch.ones(1)), inert(torch.ones(1, device="meta"))
+(False, True)
+>>> with internal():
+...     inert(torch.ones(1))
+True
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+import torch.fx
+from torch._subclasses.fake_tensor import is_fake
+
+__all__ = ["inert", "internal", "is_internal", "tracing"]
+
+_INTERNAL: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "surgeon_widgets_internal", default=False
+)
+
+
+@contextlib.contextmanager
+def internal() -> Iterator[None]:
+    """Mark the forwards run inside this block as the package's own (never recorded)."""
+    token = _INTERNAL.set(True)
+    try:
+        yield
+    finally:
+        _INTERNAL.reset(token)
+
+
+def is_internal() -> bool:
+    """Is the calling thread inside :func:`internal`?"""
+    return _INTERNAL.get()
+
+
+def tracing() -> bool:
+    """Is any tracer running here: torch.fx, dynamo / torch.export, or a functorch transform?"""
+    return (
+        _fx_tracing()
+        or torch.compiler.is_compiling()
+        or torch.compiler.is_exporting()
+        or torch._C._are_functorch_transforms_active()
+        or torch._guards.detect_fake_mode() is not None
+    )
+
+
+def _fx_tracing() -> bool:
+    check = getattr(torch.fx._symbolic_trace, "is_fx_symbolic_tracing", None)  # torch >= 2.7
+    return check() if check is not None else torch.fx._symbolic_trace.is_fx_tracing()
+
+
+def _symbolic(value: Any) -> bool:
+    if isinstance(value, torch.fx.Proxy):
+        return True
+    if isinstance(value, torch.Tensor):
+        return value.is_meta or is_fake(value)
+    if isinstance(value, (list, tuple)):
+        return any(_symbolic(v) for v in value)
+    if isinstance(value, dict):
+        return any(_symbolic(v) for v in value.values())
+    return False
+
+
+def inert(*values: Any) -> bool:
+    """Should a hook seeing ``values`` (its args / output) return at once?
+
+    True inside :func:`internal`, under any tracer (:func:`tracing`), and when a value is an
+    fx Proxy, a fake tensor or a meta tensor (they have no values to show).
+    """
+    return _INTERNAL.get() or tracing() or any(_symbolic(v) for v in values)
