@@ -25,7 +25,9 @@ from .attention_tokens import normalize_tokens
 from .attention_view import AttentionView
 from .cut_panel import CutPanel
 from .figures import history_figure, static_png
+from .handover import Handover
 from .history import History, Record, Series
+from .kernel_comms import connect, main_loop_scheduler
 from .live import LiveHooks
 from .transport import fit_budget, snapshot_message, stats_message
 
@@ -34,6 +36,8 @@ __all__ = ["Explorer"]
 log = logging.getLogger("surgeon_widgets.explorer")
 STATIC = Path(__file__).resolve().parent.parent / "static"
 MAX_ERRORS = 50
+# Traits the browser changes whose observers touch the model: run on the model's thread.
+HANDED_OVER = frozenset({"selected", "gradients", "max_rate", "show_nodes", "node_in", "node_out"})
 
 
 class Explorer(CutPanel, anywidget.AnyWidget):
@@ -81,6 +85,7 @@ class Explorer(CutPanel, anywidget.AnyWidget):
     hooks = t.List(t.Dict()).tag(sync=True)
     errors = t.List(t.Unicode()).tag(sync=True)
     search = t.Unicode("").tag(sync=True)
+    clicks = t.Unicode("").tag(sync=True)  # how clicks reach a running cell: see kernel_comms
 
     def __init__(
         self,
@@ -110,6 +115,7 @@ class Explorer(CutPanel, anywidget.AnyWidget):
         self._node_rows: list[dict] | None = None
         self._history = History()
         self._lock = threading.Lock()
+        self._handover = Handover(model, main_loop_scheduler())
         self._live = LiveHooks(model, self._on_records, self._on_error, max_rate)
         # Attention layers among the selected also get heatmaps; same max_rate throttle.
         self._attention = AttentionView(
@@ -121,6 +127,7 @@ class Explorer(CutPanel, anywidget.AnyWidget):
         )
         super().__init__(rows=self._module_rows, gradients=gradients, max_rate=max_rate)
         self.on_msg(self._on_msg)
+        self.clicks = connect(self, self._handover)
         if example_inputs is not None:
             self._measure_shapes()
         self.show_nodes = show_nodes
@@ -204,6 +211,9 @@ class Explorer(CutPanel, anywidget.AnyWidget):
         attention = getattr(self, "_attention", None)
         if attention is not None:
             attention.close()
+        handover = getattr(self, "_handover", None)
+        if handover is not None:
+            handover.close()
         super().close()
 
     def __del__(self) -> None:
@@ -227,6 +237,14 @@ class Explorer(CutPanel, anywidget.AnyWidget):
         return {**(bundle or {}), "image/png": data}
 
     # -- reacting to traits -----------------------------------------------------------------
+
+    def _notify_observers(self, event: Any) -> None:
+        # a click handled on a kernel subshell: observers run at the model's next forward
+        handover = getattr(self, "_handover", None)
+        if handover is None or event.get("name") not in HANDED_OVER:
+            super()._notify_observers(event)
+        else:
+            handover.post(event["name"], super()._notify_observers, event)
 
     @t.validate("max_rate")
     def _valid_rate(self, proposal: Any) -> float:

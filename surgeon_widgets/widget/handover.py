@@ -1,0 +1,143 @@
+"""Hand trait changes made on another thread over to the thread that runs the model.
+
+A click in the browser can arrive on a kernel subshell thread while the user's training cell
+runs on the main thread. Attaching hooks, tracing the model or changing the throttle from
+there would race the running forward, so observers of the traits the browser can change run
+on the model's thread instead: a change made on another thread is only posted to an inbox,
+and the inbox is applied in a forward pre-hook on the root module at the next forward (or on
+the kernel's main loop once the cell finishes, whichever comes first). On the main thread a
+change applies at once, after anything still pending, so the order of changes is kept.
+
+The pre-hook is registered only while a change is pending or the drain fallback (see
+:mod:`.kernel_comms`) is on, which reads this widget's pending messages from it (about a
+microsecond per forward between two drains).
+
+>>> import threading, torch
+>>> from torch import nn
+>>> model = nn.Linear(2, 2)
+>>> seen = []
+>>> inbox = Handover(model)
+>>> t = threading.Thread(target=inbox.post, args=("selected", seen.append, "x"))
+>>> t.start(); t.join()
+>>> seen, inbox.pending
+([], ['selected'])
+>>> _ = model(torch.ones(1, 2))  # the next forward applies it, on this thread
+>>> seen, inbox.pending, len(inbox.registry)
+(['x'], [], 0)
+>>> inbox.close()
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+
+from ..engine import guard
+from ..engine.registry import HookRegistry
+
+__all__ = ["Handover"]
+
+log = logging.getLogger("surgeon_widgets.explorer")
+
+
+class Handover:
+    """An inbox of changes for ``model``'s thread, applied by a root forward pre-hook.
+
+    Args:
+        model: the root module; its forward pre-hook applies the inbox.
+        schedule: thread-safe ``schedule(fn)`` that runs ``fn`` on the main thread when it is
+            free (the kernel's io loop); ``None`` outside a kernel.
+    """
+
+    def __init__(
+        self, model: nn.Module, schedule: Callable[[Callable[[], None]], None] | None = None
+    ) -> None:
+        self._inbox: dict[str, tuple[Callable[[Any], None], Any]] = {}
+        self._lock = threading.Lock()
+        self._applying = threading.RLock()  # an applied change may post another
+        self._schedule = schedule
+        self._model = model
+        self._poll: Callable[[], None] | None = None
+        self.registry = HookRegistry("Explorer handover")  # the pre-hook, only while needed
+
+    @property
+    def poll(self) -> Callable[[], None] | None:
+        """Called from every forward's pre-hook while set (the drain fallback; rate-limited)."""
+        return self._poll
+
+    @poll.setter
+    def poll(self, fn: Callable[[], None] | None) -> None:
+        self._poll = fn
+        self._hook(fn is not None)
+
+    def _hook(self, wanted: bool) -> None:
+        with self._lock:
+            if wanted and not len(self.registry):
+                self.registry.forward_pre(self._model, _pre_hook(weakref.ref(self)), name="")
+            elif not wanted and len(self.registry) and not self._inbox and self._poll is None:
+                self.registry.remove()
+
+    @property
+    def pending(self) -> list[str]:
+        """Keys of the changes waiting for the model's thread, oldest first."""
+        with self._lock:
+            return list(self._inbox)
+
+    def post(self, key: str, apply: Callable[[Any], None], value: Any) -> None:
+        """Run ``apply(value)`` on the model's thread; a newer post of ``key`` replaces it."""
+        if threading.current_thread() is threading.main_thread():
+            self.flush()
+            apply(value)
+            return
+        with self._lock:
+            self._inbox.pop(key, None)  # the newest change of a key goes last, in order
+            self._inbox[key] = (apply, value)
+        self._hook(True)
+        if self._schedule is not None:
+            try:
+                self._schedule(self.flush)
+            except Exception:  # the loop is gone (kernel shutting down): the pre-hook still runs
+                log.debug("Explorer: could not schedule the inbox on the main loop", exc_info=True)
+
+    def flush(self) -> None:
+        """Apply every pending change here, in the order they were posted."""
+        with self._applying:  # the pre-hook and the main loop never apply at the same time
+            while True:
+                with self._lock:
+                    if not self._inbox:
+                        break
+                    key = next(iter(self._inbox))
+                    apply, value = self._inbox.pop(key)
+                try:
+                    apply(value)
+                except Exception:
+                    log.exception("Explorer: applying a change of %r failed", key)
+        self._hook(False)
+
+    def close(self) -> None:
+        """Remove the pre-hook and drop what is pending."""
+        with self._lock:
+            self._inbox.clear()
+        self.poll = None
+
+
+def _pre_hook(me: weakref.ref[Handover]):
+    def hook(module: nn.Module, args: Any) -> None:
+        if torch.compiler.is_compiling():  # traced into nothing: no guard on our state
+            return
+        inbox = me()
+        if inbox is None:
+            return
+        poll = inbox.poll
+        if poll is not None:
+            poll()  # rate-limited; checks the tracers itself, only when due
+        if inbox._inbox and not (guard.is_internal() or guard.tracing()):
+            inbox.flush()
+
+    return hook
