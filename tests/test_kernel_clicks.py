@@ -34,7 +34,8 @@ model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
 ex = Explorer(model, max_rate=0)
 import ipykernel
-print(json.dumps({"comm": ex.comm.comm_id, "clicks": ex.clicks, "ipykernel": ipykernel.__version__}))
+info = {"comm": ex.comm.comm_id, "clicks": ex.clicks, "ipykernel": ipykernel.__version__}
+print(json.dumps(info))
 """
 
 TRAIN = """\
@@ -176,9 +177,11 @@ def test_click_during_a_cell_applies_at_the_next_forward(kernel):
     io.read_until(lambda: io.idle_for(queued), 60)
 
     ended = io.first(
-        lambda m: m["msg_type"] == "stream"
-        and m["parent_header"].get("msg_id") == train
-        and "trained" in m["content"]["text"]
+        lambda m: (
+            m["msg_type"] == "stream"
+            and m["parent_header"].get("msg_id") == train
+            and "trained" in m["content"]["text"]
+        )
     )
     hooked = io.first(hooks_on(comm_id, "2"))
     stats = io.first(stats_of(comm_id, "2"))
@@ -209,8 +212,13 @@ def test_click_during_a_cell_applies_at_the_next_forward(kernel):
 
     # an interrupt lands in a cell that forwards for ever, also right after a click
     forever = kc.execute(FOREVER)
-    io.read_until(lambda: any(m["msg_type"] == "status" and m["parent_header"].get(
-        "msg_id") == forever for _, m in io.seen), 30)
+    io.read_until(
+        lambda: any(
+            m["msg_type"] == "status" and m["parent_header"].get("msg_id") == forever
+            for _, m in io.seen
+        ),
+        30,
+    )
     time.sleep(1.0)
     comm_update(kc, comm_id, {"selected": ["0"]})
     time.sleep(0.3)

@@ -1,4 +1,5 @@
-// Capture options bound to traits: `gradients` (checkbox) and `max_rate` (updates per second).
+// Capture options bound to traits: `gradients` (checkbox) and `max_rate` (updates per second),
+// and the note shown when clicks cannot reach a running cell (`clicks` = "note").
 
 import { h } from "./dom.js";
 
@@ -15,7 +16,11 @@ export function controls(model, d) {
     type: "number", class: "sw-rate", min: 0, step: 1,
     title: "Most updates a second per layer; 0 = every forward",
   });
+  const note = h("span", { class: "sw-clicks-note", role: "note" }, [
+    "clicks made while a cell runs apply when the cell finishes",
+  ]);
   const paint = () => {
+    note.hidden = model.get("clicks") !== "note";
     grads.checked = Boolean(model.get("gradients"));
     const r = String(model.get("max_rate") ?? 10);
     if (rate.value !== r && document.activeElement !== rate) rate.value = r;
@@ -32,9 +37,11 @@ export function controls(model, d) {
   });
   d.onModel(model, "change:gradients", paint);
   d.onModel(model, "change:max_rate", paint);
+  d.onModel(model, "change:clicks", paint);
   paint();
   return h("div", { class: "sw-controls" }, [
     h("label", {}, [grads, " gradients"]),
     h("label", {}, ["max rate ", rate, " /s"]),
+    note,
   ]);
 }

@@ -16,7 +16,7 @@
  * @typedef {{
  *   rows: Row[], shapes: Record<string, ShapeInfo>, show_nodes: boolean, nodes_error: string,
  *   selected: string[], gradients: boolean, max_rate: number, hooks: HookInfo[],
- *   errors: string[], search: string,
+ *   errors: string[], search: string, clicks: string,
  *   node_in: Record<string, string>, node_out: Record<string, string>,
  *   cut_report: Record<string, any>, code: string
  * }} Traits

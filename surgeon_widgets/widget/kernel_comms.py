@@ -18,7 +18,8 @@ step rests on private ipykernel APIs; each is detected, and a missing one falls 
     Busy/idle is published around each handled message and busy again for the cell; Ctrl-C
     is held back while a message is handled and re-delivered after.
 ``"note"``
-    Today's behaviour: clicks apply when the cell finishes, and the widget says so.
+    Today's behaviour: clicks apply when the cell finishes, and the widget says so
+    ("clicks made while a cell runs apply when the cell finishes").
 
 Set ``SURGEON_WIDGETS_CLICKS=drain`` or ``=note`` to force a fallback (tests, debugging).
 Outside a kernel there is no browser to click in, and :func:`connect` returns ``""``.
@@ -41,11 +42,10 @@ from typing import Any
 from ..engine import guard
 from .handover import Handover
 
-__all__ = ["DRAIN_INTERVAL", "MODE_ENV", "NOTE", "connect"]
+__all__ = ["DRAIN_INTERVAL", "MODE_ENV", "connect", "main_loop_scheduler"]
 
 log = logging.getLogger("surgeon_widgets.explorer")
 MODE_ENV = "SURGEON_WIDGETS_CLICKS"
-NOTE = "clicks made while a cell runs apply when the cell finishes"
 DRAIN_INTERVAL = 0.1  # seconds between two drains
 SUBSHELL_TIMEOUT = 5.0  # seconds to wait for the shell channel thread to make our subshell
 
