@@ -192,8 +192,9 @@ def _route(comm: Any, subshell: str, kernel: Any, cells: _Cells | None) -> bool:
         callback = comm._msg_callback
         if callback is not None:
             callback(msg)
-        if cells is not None and not msg.get("header", {}).get("subshell_id"):
-            # a client without subshells saw "idle" for this message: the cell still runs
+        if cells is not None:
+            # clients (JupyterLab too) take the "idle" for this message as the kernel's: the
+            # cell still runs
             from tornado.ioloop import IOLoop
 
             IOLoop.current().add_callback(cells.busy_again)  # after the kernel's idle
