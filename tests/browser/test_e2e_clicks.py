@@ -1,4 +1,4 @@
-"""End to end: a layer clicked while a ~25 s training cell runs shows its histogram before the cell ends.
+"""End to end: a layer clicked while a ~25 s training cell runs draws before the cell ends.
 
 Real JupyterLab 4 and Notebook 7 servers, a real kernel (ipykernel 7: the widget's own
 subshell), headless Chromium. The click is made 4 s into the cell; the histogram must be
@@ -16,8 +16,8 @@ from test_e2e_jupyterlab import (  # noqa: F401  (jupyter_app is a fixture)
     jupyter_app,
     known_app_error,
     open_notebook,
-    pytestmark,
     put_notebook,
+    pytestmark,
 )
 
 SETUP = """\
@@ -58,7 +58,7 @@ KERNEL_STATUS = f"() => {KERNEL}.status"
 KERNEL_IDLE = f"() => {KERNEL}.status === 'idle'"
 
 
-def test_click_while_training_shows_histogram_before_the_cell_ends(browser, jupyter_app):
+def test_click_while_training_shows_histogram_before_the_cell_ends(browser, jupyter_app):  # noqa: F811
     app, base = jupyter_app
     put_notebook(base, "clicks_e2e.ipynb", [SETUP, TRAIN])
     context = browser.new_context(viewport={"width": 1400, "height": 900})
