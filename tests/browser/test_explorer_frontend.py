@@ -6,6 +6,7 @@ The harness page (harness.html / harness.js) loads surgeon_widgets/static/explor
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -329,3 +330,27 @@ def test_hooks_panel_nodes_switch_and_errors(harness):
     page.evaluate("() => window.harness.model().set('nodes_error', 'torch.fx: data-dependent if')")
     assert page.is_visible(".sw-nodes-error")
     assert "data-dependent if" in page.inner_text(".sw-nodes-error")
+
+
+def test_clicks_note_shows_only_where_clicks_wait_for_the_cell(harness):
+    page = harness
+    mount(page, clicks="subshell")
+    note = page.locator(".sw-clicks-note")
+    assert not note.is_visible()  # clicks reach a running cell: nothing to say
+    page.evaluate("() => window.harness.model().set('clicks', 'note')")
+    assert note.is_visible()
+    assert note.inner_text() == "clicks made while a cell runs apply when the cell finishes"
+    shots = os.environ.get("SURGEON_SCREENSHOT_DIR")
+    for theme in ("true", "false"):
+        page.evaluate(f"() => document.body.setAttribute('data-jp-theme-light', '{theme}')")
+        color = page.evaluate(
+            "() => getComputedStyle(document.querySelector('.sw-clicks-note')).color"
+        )
+        background = page.evaluate(
+            "() => getComputedStyle(document.querySelector('.sw-explorer')).backgroundColor"
+        )
+        assert color != background
+        if shots:
+            page.screenshot(path=os.path.join(shots, f"clicks_note_light_{theme}.png"))
+    page.evaluate("() => window.harness.model().set('clicks', 'drain')")
+    assert not note.is_visible()
