@@ -135,3 +135,22 @@ def test_a_failing_change_is_logged_and_the_rest_still_apply(caplog):
     assert seen == ["b"] and inbox.pending == []
     assert "applying a change of 'a' failed" in caplog.text
     inbox.close()
+
+
+def test_widget_messages_from_another_thread_wait_for_a_forward_but_hello_does_not():
+    model = toy()
+    ex = Explorer(model, selected=["0"])
+    sent = []
+    ex.send = lambda content, buffers=None: sent.append(content["type"])
+    handler = ex.comm._msg_callback  # ipywidgets' handler, as the comm calls it
+
+    def message(content: dict) -> dict:
+        return {"content": {"data": {"method": "custom", "content": content}}, "buffers": []}
+
+    on_thread(handler, message({"type": "remove_all_hooks"}))
+    on_thread(handler, message({"type": "hello"}))
+    assert sent == ["snapshot"]  # answered at once (reads history only)
+    assert hooked(model) == {"0"}  # the removal waits for the model's thread
+    model(torch.randn(1, 4))
+    assert ex.selected == [] and hooked(model) == set()
+    ex.close()

@@ -25,7 +25,7 @@ from .attention_tokens import normalize_tokens
 from .attention_view import AttentionView
 from .cut_panel import CutPanel
 from .figures import history_figure, static_png
-from .handover import Handover
+from .handover import Handover, messages_on_model_thread
 from .history import History, Record, Series
 from .kernel_comms import connect, main_loop_scheduler
 from .live import LiveHooks
@@ -126,7 +126,7 @@ class Explorer(CutPanel, anywidget.AnyWidget):
             cost=self._attention_cost,
         )
         super().__init__(rows=self._module_rows, gradients=gradients, max_rate=max_rate)
-        self.on_msg(self._on_msg)
+        self.on_msg(messages_on_model_thread(self._handover, self._on_msg, frozenset({"hello"})))
         self.clicks = connect(self, self._handover)
         if example_inputs is not None:
             self._measure_shapes()

@@ -29,6 +29,7 @@ microsecond per forward between two drains).
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import weakref
@@ -41,7 +42,7 @@ from torch import nn
 from ..engine import guard
 from ..engine.registry import HookRegistry
 
-__all__ = ["Handover"]
+__all__ = ["Handover", "messages_on_model_thread"]
 
 log = logging.getLogger("surgeon_widgets.explorer")
 
@@ -89,8 +90,13 @@ class Handover:
         with self._lock:
             return list(self._inbox)
 
-    def post(self, key: str, apply: Callable[[Any], None], value: Any) -> None:
-        """Run ``apply(value)`` on the model's thread; a newer post of ``key`` replaces it."""
+    def post(self, key: str | None, apply: Callable[[Any], None], value: Any) -> None:
+        """Run ``apply(value)`` on the model's thread; a newer post of ``key`` replaces it.
+
+        ``key=None``: never replaced (a message, not a state).
+        """
+        if key is None:
+            key = f"message {next(_messages)}"
         if threading.current_thread() is threading.main_thread():
             self.flush()
             apply(value)
@@ -125,6 +131,25 @@ class Handover:
         with self._lock:
             self._inbox.clear()
         self.poll = None
+
+
+_messages = itertools.count()
+
+
+def messages_on_model_thread(
+    handover: Handover, handler: Callable[[Any, Any, Any], None], at_once: frozenset[str]
+) -> Callable[[Any, Any, Any], None]:
+    """Wrap a widget's ``on_msg`` handler: message types not in ``at_once`` run on the model's
+    thread (they may change hooks or trace the model); ``at_once`` ones (read-only) run here."""
+
+    def handle(widget: Any, content: Any, buffers: Any) -> None:
+        kind = content.get("type") if isinstance(content, dict) else None
+        if kind in at_once:
+            handler(widget, content, buffers)
+        else:
+            handover.post(None, lambda _: handler(widget, content, buffers), None)
+
+    return handle
 
 
 def _pre_hook(me: weakref.ref[Handover]):
