@@ -46,7 +46,9 @@ class Explorer(CutPanel, anywidget.AnyWidget):
     Every forward your own code runs updates the selected layers' histogram, mean, std,
     min/max, share of zeros and NaN/Inf counts (and their gradients with ``gradients=True``),
     at most ``max_rate`` times a second per layer and within ~2% of wall time (``max_rate=0``:
-    every forward). ``close()`` (or deselecting) removes every hook.
+    every forward). ``close()`` (or deselecting) removes every hook. A click made while your
+    training cell runs takes effect at the model's next forward (``clicks`` says how it gets
+    there: ``"subshell"``, ``"drain"``, or ``"note"``: only when the cell finishes).
 
     Args:
         model: any ``nn.Module`` (a model on the meta device works: nothing is allocated).
@@ -56,8 +58,8 @@ class Explorer(CutPanel, anywidget.AnyWidget):
 
     Synced traits (types, defaults and wire form in ``js/PROTOCOL.md``): ``rows`` (the tree),
     ``shapes``, ``show_nodes``, ``nodes_error``, ``selected``, ``gradients``, ``max_rate``
-    (10.0), ``hooks`` (active hooks), ``errors`` (from our hooks), ``search``; the cut panel's
-    ``node_in``, ``node_out``, ``cut_report`` and ``code`` (see :mod:`.cut_panel`:
+    (10.0), ``hooks`` (active hooks), ``errors`` (from our hooks), ``search``, ``clicks``; the
+    cut panel's ``node_in``, ``node_out``, ``cut_report`` and ``code`` (see :mod:`.cut_panel`:
     ``submodel()``, ``apply_fix()``, ``to_cell()``).
 
     Example:
