@@ -18,6 +18,8 @@ fi
 # torch and torchvision come from this machine's disk (see README: Environment)
 .venv/bin/pip install -q torch==2.14.1 torchvision==0.29.1
 .venv/bin/pip install -q -e ".[test]"
+# ipykernel 6 beside the venv's 7: tests/test_kernel_clicks.py runs the drain fallback on it
+.venv/bin/pip install -q --no-deps --upgrade --target .venv/ipykernel6 "ipykernel==6.29.5"
 
 if [ -f js/package.json ]; then
   (cd js && npm ci --no-audit --no-fund && npm run check)

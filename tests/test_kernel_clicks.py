@@ -1,13 +1,14 @@
 """Clicks while a cell runs, against a real kernel driven by jupyter_client (no browser).
 
 The client sends comm messages without a subshell header, as VS Code does. In the default
-mode (ipykernel 7: the widget's own subshell) a selection sent 1 s into a running training
-cell is applied at a forward of that same cell; queued cells still run after it, in order,
+mode (ipykernel 7: the widget's own subshell) a selection sent while a training
+cell runs is applied at a forward of that same cell; queued cells still run after it, in order,
 the cell's prints stay in its own output, the kernel reads "busy" until the cell ends, and an
 interrupt still lands. ``SURGEON_WIDGETS_CLICKS=note`` checks today's behaviour (applies when
-the cell finishes, and the widget says so). With ``SURGEON_IPYKERNEL6`` naming a directory
-that holds ipykernel 6 (``pip install --no-deps --target DIR ipykernel==6.29.5``), the drain
-fallback runs the same checks on ipykernel 6.
+the cell finishes, and the widget says so). With ipykernel 6 in a directory of its own
+(``pip install --no-deps --target DIR ipykernel==6.29.5``, ``SURGEON_IPYKERNEL6=DIR``), the drain
+fallback runs the same checks on ipykernel 6 (``scripts/setup.sh`` puts it in
+``.venv/ipykernel6``, the default).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import sys
 import time
 from pathlib import Path
 
@@ -22,7 +24,7 @@ import pytest
 from jupyter_client import KernelManager
 
 REPO = Path(__file__).resolve().parents[1]
-IPYKERNEL6 = os.environ.get("SURGEON_IPYKERNEL6", "")
+IPYKERNEL6 = os.environ.get("SURGEON_IPYKERNEL6", str(Path(sys.prefix) / "ipykernel6"))
 
 SETUP = """\
 import json, time, torch
@@ -68,8 +70,8 @@ def kernel(request):
         "OMP_NUM_THREADS": "1",
     }
     if mode == "drain6":
-        if not IPYKERNEL6:
-            pytest.skip("set SURGEON_IPYKERNEL6 to a --target dir holding ipykernel 6")
+        if not (Path(IPYKERNEL6) / "ipykernel").is_dir():
+            pytest.skip(f"no ipykernel 6 in {IPYKERNEL6} (scripts/setup.sh puts it there)")
         env["PYTHONPATH"] = f"{IPYKERNEL6}{os.pathsep}{REPO}"
         env["SURGEON_WIDGETS_CLICKS"] = "auto"
     km = KernelManager(kernel_name="python3")
