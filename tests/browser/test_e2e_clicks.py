@@ -95,6 +95,18 @@ def test_click_while_training_shows_histogram_before_the_cell_ends(browser, jupy
         assert status == "busy", status
         assert "shape [32, 8] float32" in stats, stats
 
+        # clicks in a row each reach the kernel and take effect while the cell runs (the
+        # widgets front end holds an update back until the previous one's idle)
+        for name in ("layer1", "act", "layer2"):
+            page.locator(f'[role="treeitem"][data-name="{name}"]').click()
+            page.wait_for_function(
+                """(name) => document.querySelector('.sw-hooks-list')?.innerText.trim()
+                    .startsWith(name)""",
+                arg=name,
+                timeout=10_000,
+            )
+        assert page.locator(".jp-OutputArea-output", has_text="cell done").count() == 0
+
         done = page.locator(".jp-OutputArea-output", has_text="cell done")
         done.wait_for(timeout=60_000)
         assert "['layer2']" in done.inner_text()
