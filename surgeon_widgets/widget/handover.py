@@ -32,6 +32,7 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -159,9 +160,9 @@ def _pre_hook(me: weakref.ref[Handover]):
         inbox = me()
         if inbox is None:
             return
-        poll = inbox.poll
-        if poll is not None:
-            poll()  # rate-limited; checks the tracers itself, only when due
+        poll = inbox._poll
+        if poll is not None and time.monotonic() >= getattr(poll, "next", 0.0):
+            poll()  # the drain: due at most every 100 ms; checks the tracers itself
         if inbox._inbox and not (guard.is_internal() or guard.tracing()):
             inbox.flush()
 
