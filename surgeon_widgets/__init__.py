@@ -8,17 +8,20 @@ from .engine.inspect import Inspect, get_layers
 from .engine.naming import UnknownNameError
 from .engine.nodes import get_nodes
 from .engine.tracing import TracingError, reset_tracer, set_tracer
+from .record import Recorder, read_run
 
 __all__ = [
     "Explorer",
     "Extract",
     "Inspect",
+    "Recorder",
     "TracingError",
     "UnknownNameError",
     "attention_layers",
     "capture_attention",
     "get_layers",
     "get_nodes",
+    "read_run",
     "reduce_pattern",
     "reset_tracer",
     "set_tracer",

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from ..engine.series import Series
 from ..engine.stats import TensorStats
 
 __all__ = ["History", "Record", "Series"]
@@ -32,23 +33,6 @@ class Record:
     kind: str  # "activation" or "gradient"
     step: int
     stats: TensorStats
-
-
-@dataclass
-class Series:
-    """The history of one key, oldest first: ``steps[i]`` is when ``values[i]`` was taken."""
-
-    key: str
-    layer: str
-    leaf: str
-    kind: str
-    steps: list[int] = field(default_factory=list)
-    values: list[TensorStats] = field(default_factory=list)
-
-    @property
-    def latest(self) -> TensorStats:
-        """The most recent stats."""
-        return self.values[-1]
 
 
 class History:

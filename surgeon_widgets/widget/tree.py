@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from ..engine.inspect import iter_tensors
+from ..engine.module_tree import module_rows
 from ..engine.registry import HookRegistry
 from ..engine.tracing import NAME, OWNER, ExampleInputs, trace
 
@@ -29,24 +30,6 @@ Row = dict[str, Any]
 
 def _parent(name: str) -> str | None:
     return name.rsplit(".", 1)[0] if "." in name else None
-
-
-def module_rows(model: nn.Module) -> list[Row]:
-    """One row per named module but the root; ``params`` counts the module's whole subtree."""
-    named = list(model.named_modules())[1:]
-    own = {n: sum(p.numel() for p in m.parameters(recurse=False)) for n, m in named}
-    total = dict(own)
-    children = dict.fromkeys(own, 0)
-    for name, _ in reversed(named):  # children come after parents: accumulate bottom-up
-        parent = _parent(name)
-        if parent is not None:
-            total[parent] += total[name]
-            children[parent] += 1
-    return [
-        {"name": n, "parent": _parent(n), "depth": n.count("."), "cls": type(m).__name__,
-         "kind": "module", "params": total[n], "children": children[n]}
-        for n, m in named
-    ]  # fmt: skip
 
 
 def node_rows(

@@ -1,0 +1,353 @@
+"""Recorder: merged statistics of selected layers on every rank of a training job, to a run folder.
+
+Hooks only add into two device buckets (they never communicate or sync the host); every
+collective happens in :meth:`Recorder.step`: two fixed-shape all_reduces (see
+:mod:`.collect`). Which steps record is a pure function of the step counter
+(``step % every == 0``). :meth:`Recorder.close` does no collective.
+
+>>> import tempfile, torch
+>>> from torch import nn
+>>> model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+>>> folder = tempfile.mkdtemp()
+>>> rec = Recorder(model, folder, layers=["0", "2"], every=2)
+>>> for _ in range(4):
+...     model(torch.randn(5, 4)).sum().backward()
+...     rec.step()
+>>> rec.close()
+>>> rec.cost.recorded, rec.cost.steps
+(2, 4)
+"""
+
+from __future__ import annotations
+
+import atexit
+import time
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from ..engine.guard import inert
+from ..engine.inspect import iter_tensors
+from ..engine.module_tree import module_rows
+from ..engine.naming import UnknownNameError, closest
+from ..engine.registry import HookRegistry
+from .accumulate import accumulate
+from .collect import check_same, distributed, layer_hash, reduce_buckets
+from .layout import BINS, DTYPES, FIELDS, HAS, HEAD, MAX_WIDTH, RECORD, SUM_WIDTH, CALLS, Key
+from .merge import merge, next_edges
+from .params import local_values
+from .runfolder import RunWriter
+
+__all__ = ["Recorder", "RecorderCost", "unwrap"]
+
+
+@dataclass
+class RecorderCost:
+    """Where the recorder's time went (this rank), and what it wrote (writer rank)."""
+
+    steps: int = 0
+    recorded: int = 0
+    hook_seconds: float = 0.0
+    step_seconds: float = 0.0
+    bytes_written: int = 0
+    record_size: int = RECORD.size
+
+    @property
+    def seconds(self) -> float:
+        return self.hook_seconds + self.step_seconds
+
+    def __str__(self) -> str:
+        per = self.seconds / self.recorded * 1e3 if self.recorded else 0.0
+        return (f"{self.recorded} of {self.steps} steps recorded; {self.seconds:.3f} s in the "
+                f"recorder ({per:.2f} ms per recorded step: hooks {self.hook_seconds:.3f} s, "
+                f"step() {self.step_seconds:.3f} s); {self.bytes_written} bytes written "
+                f"({self.record_size} per record)")  # fmt: skip
+
+
+def unwrap(model: nn.Module) -> nn.Module:
+    """The user's own module inside DDP (``module.``) and torch.compile (``_orig_mod.``)."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    while True:
+        if isinstance(model, DistributedDataParallel):
+            model = model.module
+        elif isinstance(getattr(model, "_orig_mod", None), nn.Module):
+            model = model._orig_mod
+        else:
+            return model
+
+
+def _first_tensor(value: Any) -> torch.Tensor | None:
+    for _, t in iter_tensors(value):
+        return t
+    return None
+
+
+def _in_backward() -> bool:
+    # activation checkpointing recomputes forwards inside the autograd engine: not a new call
+    return torch._C._current_graph_task_id() != -1
+
+
+class Recorder:
+    """Record merged statistics of ``layers`` of ``model`` every ``every`` steps into ``path``.
+
+    Call :meth:`step` once per optimizer step on every rank, after ``backward()``. Each
+    recorded step writes one record per key: ``layer/output`` (the first tensor of the
+    output), ``layer/grad_output`` (its gradient, ``gradients=True``) and ``layer/<param>``
+    (``params=True``, from local shards in :meth:`step`), merged over every rank of ``group``.
+
+    Args:
+        model: the user's module, also inside DDP, after ``fully_shard`` or ``torch.compile``
+            (names are the module's own: no ``module.`` / ``_orig_mod.`` prefixes).
+        path: the run folder (created; a run already there is replaced).
+        layers: module names (``get_layers(model)``); default every leaf module.
+        every: record steps ``0, every, 2 * every, ...``.
+        gradients: also record the gradient of each layer's output (tensor hooks).
+        params: also record each layer's own parameters.
+        group: the data-parallel process group (default: the world).
+        writer: the group rank that writes the folder.
+        fsync: fsync each record (slower; for filesystems that need it).
+
+    Raises:
+        UnknownNameError: a layer name the model does not have (closest names listed).
+        RankMismatchError: (at construction or in ``step()``) ranks disagree on the layer list
+            or on the step number.
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        path: str | Path,
+        layers: Sequence[str] | None = None,
+        every: int = 50,
+        gradients: bool = True,
+        params: bool = False,
+        *,
+        group: Any = None,
+        writer: int = 0,
+        fsync: bool = False,
+    ) -> None:
+        if not isinstance(model, nn.Module):
+            raise TypeError(f"Recorder needs an nn.Module, got {type(model).__name__}")
+        if isinstance(layers, str):
+            layers = [layers]
+        if not isinstance(every, int) or every < 1:
+            raise ValueError(f"every must be a whole number >= 1 (record every N-th step), got {every!r}")
+        self.model = unwrap(model)
+        modules = dict(self.model.named_modules())
+        del modules[""]
+        if layers is None:
+            layers = [n for n, m in modules.items() if not any(True for _ in m.children())]
+        self.layers = list(dict.fromkeys(layers))
+        for name in self.layers:
+            if name not in modules:
+                raise UnknownNameError(name, modules, "layer",
+                                       "Hint: get_layers(model) lists every valid name")  # fmt: skip
+        self.path = Path(path)
+        self.every, self.gradients, self.params, self.group = every, gradients, params, group
+        self.keys = self._make_keys(modules)
+        self.cost = RecorderCost()
+        self._step = 0
+        self._closed = False
+        self._world = dist.get_world_size(group) if distributed(group) else 1
+        self._rank = dist.get_rank(group) if distributed(group) else 0
+        if not 0 <= writer < self._world:
+            raise ValueError(f"writer must be a rank of the group (0..{self._world - 1}), got {writer}")
+        self._hash = layer_hash([k.key for k in self.keys], every)
+        self._device = self._bucket_device()
+        k = len(self.keys)
+        self._sums = torch.zeros(k, SUM_WIDTH, dtype=torch.float64, device=self._device)
+        self._maxes_flat = torch.full((HEAD + k * MAX_WIDTH,), float("-inf"), dtype=torch.float64,
+                                      device=self._device)  # fmt: skip
+        self._maxes = self._maxes_flat[HEAD:].view(k, MAX_WIDTH)
+        self._edges_host = np.full((k, 2), np.nan)
+        self._edges = torch.full((k, 2), float("nan"), dtype=torch.float64, device=self._device)
+        self._check_ranks_agree()
+        self._writer = None
+        if self._rank == writer:
+            self._writer = RunWriter(self.path, self._manifest(model), self.keys, fsync)
+        self._hooks = HookRegistry("Recorder")
+        self._grad_hooks = HookRegistry("Recorder gradients")
+        me = weakref.ref(self)
+        index = {k.key: k.index for k in self.keys}
+        for name in self.layers:
+            grad = index.get(f"{name}/grad_output")
+            self._hooks.forward(modules[name], _forward_hook(me, index[f"{name}/output"], grad), name=name)
+        atexit.register(_close_at_exit, me)
+
+    # -- public -----------------------------------------------------------------------------
+
+    @property
+    def recording(self) -> bool:
+        """Does the current step record? A pure function of the step counter."""
+        return self._step % self.every == 0
+
+    @property
+    def step_count(self) -> int:
+        """How many times :meth:`step` was called."""
+        return self._step
+
+    def step(self, step: int | None = None) -> None:
+        """End one optimizer step: on a recording step, merge over ranks and write the records.
+
+        Call it on every rank, once per optimizer step, after ``backward()``. ``step``: your
+        own step number (default: the count of calls so far). Passing it lets a rank that
+        skipped a step be caught at once (the ranks' numbers differ: :class:`RankMismatchError`
+        on every rank); without it a skipped call shows as a timeout of the last collective.
+        """
+        if self._closed:
+            raise RuntimeError("this Recorder is closed; make a new one to record again")
+        if step is not None:
+            if not isinstance(step, int) or step < 0:
+                raise ValueError(f"step must be a whole number >= 0, got {step!r}")
+            self._step = step
+        start = time.perf_counter()
+        try:
+            if self.recording:
+                self._record()
+        finally:
+            self._grad_hooks.remove()  # hooks of outputs whose backward never came
+            self._step += 1
+            self.cost.steps = self._step
+            if self._writer is not None:
+                self._writer.beat(self._step)
+            self.cost.step_seconds += time.perf_counter() - start
+
+    def close(self, error: BaseException | str | None = None) -> None:
+        """Remove every hook and mark the run finished (or failed, with ``error``). No collective."""
+        if self._closed:
+            return
+        self._closed = True
+        self._hooks.remove()
+        self._grad_hooks.remove()
+        if self._writer is not None:
+            if error is None:
+                self._writer.close("finished")
+            else:
+                text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+                self._writer.close("failed", text)
+
+    def __enter__(self) -> Recorder:
+        return self
+
+    def __exit__(self, kind: Any, error: BaseException | None, tb: Any) -> None:
+        self.close(error)
+
+    def __repr__(self) -> str:
+        return (f"Recorder({str(self.path)!r}, {len(self.layers)} layers, {len(self.keys)} keys, "
+                f"every={self.every}, rank {self._rank} of {self._world}, step {self._step})")  # fmt: skip
+
+    # -- inside -----------------------------------------------------------------------------
+
+    def _make_keys(self, modules: dict[str, nn.Module]) -> list[Key]:
+        specs = []
+        for name in self.layers:
+            specs.append((f"{name}/output", name, "output", "activation"))
+        if self.gradients:
+            specs += [(f"{n}/grad_output", n, "grad_output", "gradient") for n in self.layers]
+        if self.params:
+            for name in self.layers:
+                for pname, _ in modules[name].named_parameters(recurse=False):
+                    specs.append((f"{name}/{pname}", name, pname, "parameter"))
+        return [Key(i, *spec) for i, spec in enumerate(specs)]
+
+    def _bucket_device(self) -> torch.device:
+        if distributed(self.group) and dist.get_backend(self.group) == "gloo":
+            return torch.device("cpu")
+        first = next(iter(self.model.parameters()), None)
+        return first.device if first is not None and not first.is_meta else torch.device("cpu")
+
+    def _check_ranks_agree(self) -> None:
+        """One fixed-shape collective at construction: different layer lists would mispair."""
+        if not distributed(self.group):
+            return
+        k = float(len(self.keys))
+        probe = torch.tensor([self._hash, -self._hash, k, -k], dtype=torch.float64, device=self._device)
+        dist.all_reduce(probe, op=dist.ReduceOp.MAX, group=self.group)
+        hint = ("Build the Recorder with the same layers, gradients, params and every on every "
+                "rank (it cannot merge keys that only some ranks have)")  # fmt: skip
+        check_same(probe[2:4].cpu(), "the number of recorded keys", hint)
+        check_same(probe[0:2].cpu(), "the recorded layers (hash of the layer list)", hint)
+
+    def _manifest(self, model: nn.Module) -> dict:
+        return {
+            "record": {"size": RECORD.size, "struct": RECORD.format, "fields": FIELDS,
+                       "bins": BINS, "hist_dtype": "float32", "dtypes": DTYPES},
+            "keys": [k.to_json() for k in self.keys],
+            "layers": self.layers, "every": self.every, "gradients": self.gradients,
+            "params": self.params, "world_size": self._world, "writer_rank": self._rank,
+            "model": type(self.model).__name__, "wrapper": type(model).__name__,
+            "rows": module_rows(self.model), "created": time.time(),
+        }  # fmt: skip
+
+    def _add(self, index: int, value: torch.Tensor) -> None:
+        start = time.perf_counter()
+        accumulate(self._sums[index], self._maxes[index], value, self._edges[index])
+        self.cost.hook_seconds += time.perf_counter() - start
+
+    def _record(self) -> None:
+        if self.params:
+            modules = dict(self.model.named_modules())
+            for key in self.keys:
+                if key.kind == "parameter":
+                    values = local_values(getattr(modules[key.layer], key.leaf), self._rank)
+                    if values is not None:
+                        self._add(key.index, values)
+        self._sums[:, HAS] = (self._sums[:, CALLS] > 0).to(self._sums.dtype)
+        sums, maxes = reduce_buckets(self._sums.view(-1), self._maxes_flat, self._step, self._hash,
+                                     self.group)  # fmt: skip
+        k = len(self.keys)
+        rows, hists = merge(sums.view(k, SUM_WIDTH).numpy(), maxes[HEAD:].view(k, MAX_WIDTH).numpy(),
+                            self._edges_host)  # fmt: skip
+        self._edges_host = next_edges(rows, self._edges_host)
+        self._edges.copy_(torch.from_numpy(self._edges_host))
+        self._sums.zero_()
+        self._maxes_flat.fill_(float("-inf"))
+        self.cost.recorded += 1
+        if self._writer is not None:
+            which = [i for i in range(k) if rows[i, 0] > 0]
+            self.cost.bytes_written += self._writer.append(self._step, rows, hists, which)
+
+
+def _forward_hook(me: weakref.ref[Recorder], index: int, grad_index: int | None):
+    def hook(module: nn.Module, args: Any, output: Any) -> None:
+        rec = me()
+        if rec is None or not rec.recording or rec._closed or inert(output):
+            return
+        t = _first_tensor(output)
+        if t is None:
+            return
+        if not _in_backward():
+            rec._add(index, t)
+        if grad_index is not None and t.requires_grad and torch.is_grad_enabled():
+            # under reentrant checkpointing only the recomputed output gets a gradient;
+            # under non-reentrant checkpointing the recomputed one never does: counted once
+            rec._grad_hooks.tensor(t, _grad_hook(me, grad_index), name=str(grad_index))
+
+    return hook
+
+
+def _grad_hook(me: weakref.ref[Recorder], index: int):
+    def hook(grad: torch.Tensor) -> None:
+        rec = me()
+        if rec is None or rec._closed or inert(grad):
+            return
+        rec._add(index, grad)
+
+    return hook
+
+
+def _close_at_exit(me: weakref.ref[Recorder]) -> None:
+    rec = me()
+    if rec is not None and not rec._closed:
+        rec.close("the process exited without rec.close()")
+
+
+

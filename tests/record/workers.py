@@ -1,0 +1,253 @@
+"""Worker functions of the 2-process tests (spawned; gloo on 127.0.0.1, every collective timed out)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from surgeon_widgets import Recorder, read_run
+from surgeon_widgets.record import RankMismatchError
+
+TIMEOUT = timedelta(seconds=30)
+
+
+def init(rank: int, world: int, port: int, timeout: timedelta = TIMEOUT) -> None:
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=world, timeout=timeout)  # fmt: skip
+
+
+def small_cnn() -> nn.Module:
+    return nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 8, 3, padding=1), nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 4),
+    )  # fmt: skip
+
+
+class SmallTransformer(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(50, 32)
+        self.blocks = nn.ModuleList(
+            nn.TransformerEncoderLayer(32, 2, 64, dropout=0.0, batch_first=True) for _ in range(2)
+        )
+        self.head = nn.Linear(32, 50)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        x = self.embed(ids)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x)
+
+
+class MoE(nn.Module):
+    """A shared layer and an expert that only runs when ``use_expert`` is set (one rank)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.shared = nn.Linear(6, 6)
+        self.expert = nn.Linear(6, 6)
+        self.use_expert = False
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.shared(x)
+        return self.expert(x) if self.use_expert else x
+
+
+def capture(module: nn.Module, store: list, grads: list):
+    """Our own reference hooks: the output (first tensor) and its gradient, every call."""
+
+    def hook(m, args, out):
+        t = out if isinstance(out, torch.Tensor) else out[0]
+        store.append(t.detach().double().reshape(-1).clone())
+        if t.requires_grad:
+            t.register_hook(lambda g: grads.append(g.detach().double().reshape(-1).clone()))
+
+    return module.register_forward_hook(hook)
+
+
+def gather(values: list[torch.Tensor]) -> np.ndarray:
+    """Every rank's values of one step, concatenated (rank order)."""
+    local = torch.cat(values).numpy() if values else np.zeros(0)
+    out: list = [None] * dist.get_world_size()
+    dist.all_gather_object(out, local)
+    return np.concatenate(out)
+
+
+def compare(stats, ref: np.ndarray, where: str) -> dict:
+    """Assert the merged record equals the stats of the concatenated values."""
+    finite = ref[np.isfinite(ref)]
+    assert stats.numel == ref.size, (where, stats.numel, ref.size)
+    assert stats.min == finite.min() and stats.max == finite.max(), (where, stats.min, finite.min())
+    assert abs(stats.mean - finite.mean()) <= 1e-9 * (1 + abs(finite.mean())), where
+    assert abs(stats.std - finite.std(ddof=1)) <= 1e-9 * (1 + finite.std()), (where, stats.std, finite.std(ddof=1))
+    assert stats.nans == int(np.isnan(ref).sum()) and stats.infs == int(np.isinf(ref).sum()), where
+    if np.isfinite(stats.lo) and stats.hist.sum() + stats.under + stats.over > 0:
+        index = np.floor((finite - stats.lo) * (64 / (stats.hi - stats.lo)))
+        expect = np.bincount(index[(index >= 0) & (index < 64)].astype(int), minlength=64)
+        assert np.array_equal(stats.hist, expect), (where, stats.hist, expect)
+        assert stats.under == int((index < 0).sum()) and stats.over == int((index >= 64).sum()), where
+    return {"numel": stats.numel, "mean": stats.mean, "std": stats.std}
+
+
+def run_training(model, wrapped, batches, rec, watch, every, loss_fn):
+    """Train a few steps; return per recorded step the reference values of each watched layer."""
+    opt = torch.optim.SGD(wrapped.parameters(), lr=0.05)
+    refs: dict[int, dict[str, tuple[np.ndarray, np.ndarray]]] = {}
+    for step, batch in enumerate(batches):
+        acts = {n: [] for n in watch}
+        grads = {n: [] for n in watch}
+        handles = [capture(model.get_submodule(n), acts[n], grads[n]) for n in watch]
+        loss_fn(wrapped(batch)).backward()
+        for h in handles:
+            h.remove()
+        rec.step()
+        opt.step()
+        opt.zero_grad()
+        if step % every == 0:
+            refs[step] = {n: (gather(acts[n]), gather(grads[n])) for n in watch}
+    return refs
+
+
+def check_run(folder: Path, refs, watch) -> dict:
+    run = read_run(folder)
+    assert run.status["state"] == "finished", run.status
+    assert run.steps == sorted(refs), (run.steps, sorted(refs))
+    checked = 0
+    for n in watch:
+        stats = run.stats(n)
+        for i, step in enumerate(stats[f"{n}/output"].steps):
+            compare(stats[f"{n}/output"].values[i], refs[step][n][0], f"{n} step {step}")
+            compare(stats[f"{n}/grad_output"].values[i], refs[step][n][1], f"{n} grad step {step}")
+            assert stats[f"{n}/output"].values[i].ranks == dist.get_world_size()
+            checked += 2
+    return {"checked": checked, "steps": run.steps, "layers": run.layers}
+
+
+def scenario(kind: str, arch: str, folder: Path, rank: int) -> dict:
+    from torch.distributed.fsdp import fully_shard
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    torch.manual_seed(0)
+    model = small_cnn() if arch == "cnn" else SmallTransformer()
+    g = torch.Generator().manual_seed(100 + rank)
+    if arch == "cnn":
+        batches = [torch.randn(4, 3, 16, 16, generator=g) for _ in range(5)]
+        watch = ["0", "2", "6"]
+    else:
+        batches = [torch.randint(0, 50, (2, 6), generator=g) for _ in range(5)]
+        watch = ["embed", "blocks.0.linear1", "head"]
+    if kind == "ddp":
+        wrapped = DDP(model)
+    else:
+        for m in ([model.blocks[0], model.blocks[1]] if arch == "transformer" else [model[0], model[2]]):
+            fully_shard(m)
+        wrapped = fully_shard(model)
+    params_of = watch[-1]
+    rec = Recorder(wrapped, folder, layers=watch, every=2, gradients=True, params=True)
+    refs = run_training(model, wrapped, batches, rec, watch, 2, lambda out: out.float().pow(2).mean())
+    # parameters after the last step's update: every value counted once over the ranks
+    rec.close()
+    dist.barrier()
+    out = check_run(folder, refs, watch) if rank == 0 else {}
+    if rank == 0:
+        run = read_run(folder)
+        weight = run.stats(params_of)[f"{params_of}/weight"]
+        full = sum(p.numel() for p in [model.get_submodule(params_of).weight])
+        assert weight.latest.numel == full, (weight.latest.numel, full)
+        out["weight_numel"] = weight.latest.numel
+        out["keys"] = [k["key"] for k in run.keys]
+    return out
+
+
+def main_worker(rank: int, world: int, port: int, root: str) -> None:
+    init(rank, world, port)
+    results = {}
+    try:
+        for kind, arch in [("ddp", "cnn"), ("fsdp", "transformer"), ("ddp", "transformer"), ("fsdp", "cnn")]:
+            results[f"{kind}-{arch}"] = scenario(kind, arch, Path(root) / f"{kind}-{arch}", rank)
+        results["moe"] = moe(Path(root) / "moe", rank)
+    finally:
+        dist.destroy_process_group()
+    Path(root, f"result{rank}.json").write_text(json.dumps(results))
+
+
+def moe(folder: Path, rank: int) -> dict:
+    torch.manual_seed(0)
+    model = MoE()
+    model.use_expert = rank == 0
+    rec = Recorder(model, folder, layers=["shared", "expert"], every=1, gradients=True)
+    acts: list = []
+    grads: list = []
+    handle = capture(model.expert, acts, grads)
+    for _ in range(3):
+        model(torch.randn(3, 6)).sum().backward()
+        rec.step()
+    handle.remove()
+    rec.close()
+    dist.barrier()
+    if rank != 0:
+        return {}
+    run = read_run(folder)
+    expert, shared = run.stats("expert"), run.stats("shared")
+    assert [s.ranks for s in expert["expert/output"].values] == [1, 1, 1]
+    assert [s.ranks for s in shared["shared/output"].values] == [2, 2, 2]
+    assert expert["expert/output"].latest.numel == 18 and shared["shared/output"].latest.numel == 36
+    compare(expert["expert/output"].latest, acts[-1].numpy(), "expert")
+    compare(expert["expert/grad_output"].latest, grads[-1].numpy(), "expert grad")
+    return {"expert_ranks": expert["expert/output"].latest.ranks, "shared_ranks": 2}
+
+
+def skip_worker(rank: int, world: int, port: int, root: str, explicit: bool) -> None:
+    """Rank 1 skips a step: both ranks get RankMismatchError (explicit step numbers), or rank 0
+    gets it when its last collective finds no partner (implicit counter), never a hang."""
+    init(rank, world, port, timeout=timedelta(seconds=4))
+    model = nn.Linear(4, 4)
+    rec = Recorder(model, Path(root) / f"skip{explicit}", every=1, gradients=False)
+    message = ""
+    started = time.monotonic()
+    try:
+        for i in range(4):
+            model(torch.randn(2, 4))
+            if rank == 1 and i == 1:
+                continue  # the bug under test: this rank skipped a step
+            rec.step(i) if explicit else rec.step()
+    except RankMismatchError as error:
+        message = str(error)
+    rec.close(message or None)
+    Path(root, f"skip{explicit}{rank}.json").write_text(
+        json.dumps({"message": message, "seconds": time.monotonic() - started})
+    )
+    if explicit:
+        dist.destroy_process_group()
+
+
+def live_worker(rank: int, world: int, port: int, root: str) -> None:
+    """A slow job: the parent follows the folder while it is written."""
+    init(rank, world, port)
+    torch.manual_seed(0)
+    model = small_cnn()
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    wrapped = DDP(model)
+    go = Path(root, "go")
+    rec = Recorder(wrapped, Path(root) / "live", layers=["0", "6"], every=1, gradients=True)
+    for step in range(40):
+        wrapped(torch.randn(2, 3, 16, 16)).sum().backward()
+        rec.step()
+        if step == 2:
+            deadline = time.monotonic() + 30
+            while not go.exists() and time.monotonic() < deadline:  # the parent is following
+                time.sleep(0.05)
+        time.sleep(0.02)
+    rec.close()
+    dist.destroy_process_group()
