@@ -4,17 +4,20 @@ Every value is reduced where it lives, in float64: counts, the sum, the sum of s
 on this call's own mean (``m2``) and ``sum**2 / n`` (which the merge needs to combine centred
 sums exactly), exact finite min/max, NaN/Inf/zero counts, and a histogram over the key's
 shared edges with underflow/overflow counts. NaN edges (no range known yet) count no bins.
+Every pass is over float64 values; sums never round to float32.
 
 >>> import torch
 >>> from surgeon_widgets.record.layout import MAX_WIDTH, SUM_WIDTH, FINITE, NANS, UNDER, HIST
 >>> s = torch.zeros(SUM_WIDTH, dtype=torch.float64)
 >>> m = torch.full((MAX_WIDTH,), float("-inf"), dtype=torch.float64)
->>> accumulate(s, m, torch.tensor([0.0, 1.0, 2.0, float("nan")]), torch.tensor([0.5, 2.5]))
+>>> accumulate(s, m, torch.tensor([0.0, 1.0, 2.0, float("nan")]), (0.5, 2.5))
 >>> int(s[FINITE]), int(s[NANS]), int(s[UNDER]), int(s[HIST:].sum()), float(m[0]), -float(m[1])
 (3, 1, 1, 2, 2.0, 0.0)
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 
@@ -23,14 +26,19 @@ from .layout import BINS, DIMS, HIST, MAX_DIMS, MAX_WIDTH, NDIM, dtype_code
 __all__ = ["accumulate"]
 
 
-def accumulate(sums: torch.Tensor, maxes: torch.Tensor, value: torch.Tensor, edges: torch.Tensor) -> None:
-    """Add ``value``'s statistics into ``sums`` (a sum-bucket row) and ``maxes`` (a max row)."""
+def accumulate(sums: torch.Tensor, maxes: torch.Tensor, value: torch.Tensor, edges: tuple[float, float]) -> None:
+    """Add ``value``'s statistics into ``sums`` (a sum-bucket row) and ``maxes`` (a max row).
+
+    ``edges`` are host floats (known to every rank after the previous record), so choosing the
+    bins never syncs with the device.
+    """
     v = value.detach()
     shape = torch.full((MAX_WIDTH - NDIM,), -1.0, dtype=torch.float64)
     shape[0] = v.dim()
     dims = list(v.shape)[:MAX_DIMS]
     shape[1 : 1 + len(dims)] = torch.tensor(dims, dtype=torch.float64)
     shape[-1] = dtype_code(v.dtype)
+    maxes[NDIM:].copy_(torch.maximum(maxes[NDIM:], shape.to(maxes.device)))
     x = v.reshape(-1)
     if x.is_complex():
         x = x.abs()
@@ -40,34 +48,45 @@ def accumulate(sums: torch.Tensor, maxes: torch.Tensor, value: torch.Tensor, edg
         head = torch.zeros(HIST, dtype=torch.float64, device=device)
         head[1] = 1.0  # a call, no values
         sums[:HIST].add_(head.to(sums.device))
-        maxes[NDIM:].copy_(torch.maximum(maxes[NDIM:], shape.to(maxes.device)))
         return
+    numel = float(x.numel())
     finite = torch.isfinite(x)
     n = finite.sum(dtype=torch.float64)
     nans = torch.isnan(x).sum(dtype=torch.float64)
-    xf = torch.where(finite, x, 0.0)
-    total = xf.sum()
+    bad = numel - n
+    zeros = numel - torch.count_nonzero(x).to(torch.float64)
+    total = torch.where(finite, x, 0.0).sum()
     mean = total / n.clamp(min=1.0)
-    d = torch.where(finite, x - mean, 0.0)
-    m2 = d.square().sum()
-    lo, hi = edges[0].to(device), edges[1].to(device)
-    index = ((xf - lo) * (BINS / (hi - lo))).floor()
-    under = (finite & (index < 0)).sum(dtype=torch.float64)
-    over = (finite & (index >= BINS)).sum(dtype=torch.float64)
-    inside = finite & (index >= 0) & (index < BINS)
-    bins = index.nan_to_num(0.0).clamp(0, BINS - 1).long()
-    hist = torch.zeros(BINS, dtype=torch.float64, device=device).index_add_(0, bins, inside.double())
-    numel = float(x.numel())
+    # non-finite values take the mean: they add nothing to m2 and stay inside [min, max]
+    xm = torch.where(finite, x, mean)
+    low, high = torch.aminmax(xm)
+    d = xm - mean
+    m2 = torch.dot(d, d)
+    lo, hi = edges
+    hist = torch.zeros(BINS, dtype=torch.float64, device=device)
+    under = over = torch.zeros((), dtype=torch.float64, device=device)
+    if math.isfinite(lo) and math.isfinite(hi) and hi > lo:
+        scale = BINS / (hi - lo)
+        index = d.copy_(xm).sub_(lo).mul_(scale).floor_()
+        mean_index = ((mean - lo) * scale).floor()
+        raw_under = (index < 0).sum(dtype=torch.float64)
+        raw_over = (index >= BINS).sum(dtype=torch.float64)
+        hist = torch.bincount(index.clamp_(0, BINS - 1).to(torch.uint8), minlength=BINS).double()
+        # clamped values sit in the end bins, and the non-finite ones where the mean falls
+        hist[0] -= raw_under
+        hist[-1] -= raw_over
+        inside = (mean_index >= 0) & (mean_index < BINS)
+        hist.index_add_(0, mean_index.clamp(0, BINS - 1).long().view(1), (-bad * inside).view(1))
+        under = raw_under - bad * (mean_index < 0)
+        over = raw_over - bad * (mean_index >= BINS)
+    one = torch.ones((), dtype=torch.float64, device=device)
     head = torch.stack([
-        torch.ones((), dtype=torch.float64, device=device),  # has data (set again in step())
-        torch.ones((), dtype=torch.float64, device=device),  # calls
+        one, one,  # has data (set again in step()), calls
         torch.full((), numel, dtype=torch.float64, device=device),
-        n, nans, numel - n - nans, (x == 0).sum(dtype=torch.float64),
-        total, m2, total * total / n.clamp(min=1.0), under, over,
+        n, nans, bad - nans, zeros, total, m2, total * total / n.clamp(min=1.0), under, over,
     ])  # fmt: skip
     sums.add_(torch.cat([head, hist]).to(sums.device))
-    top = torch.where(finite, x, float("-inf")).max()
-    bottom = torch.where(finite, x, float("inf")).min()
-    extremes = torch.stack([top, -bottom]).to(maxes.device)
-    maxes[:DIMS - 1].copy_(torch.maximum(maxes[:DIMS - 1], extremes))
-    maxes[NDIM:].copy_(torch.maximum(maxes[NDIM:], shape.to(maxes.device)))
+    has = n > 0  # with no finite value, aminmax saw only the mean's NaN
+    top = torch.where(has, high, float("-inf"))
+    neg_bottom = torch.where(has, -low, float("-inf"))
+    maxes[:DIMS - 1].copy_(torch.maximum(maxes[:DIMS - 1], torch.stack([top, neg_bottom]).to(maxes.device)))

@@ -149,7 +149,11 @@ class Recorder:
         for name in self.layers:
             if name not in modules:
                 raise UnknownNameError(name, modules, "layer",
-                                       "Hint: get_layers(model) lists every valid name")  # fmt: skip
+                                       f"Valid names include {list(modules)[:8]}; "
+                                       "get_layers(model) lists them all")  # fmt: skip
+        if not self.layers:
+            raise ValueError(f"no layers to record: {type(self.model).__name__} has no submodules; "
+                             "wrap it (nn.Sequential(model)) or pass layers=[...]")  # fmt: skip
         self.path = Path(path)
         self.every, self.gradients, self.params, self.group = every, gradients, params, group
         self.keys = self._make_keys(modules)
@@ -168,7 +172,7 @@ class Recorder:
                                       device=self._device)  # fmt: skip
         self._maxes = self._maxes_flat[HEAD:].view(k, MAX_WIDTH)
         self._edges_host = np.full((k, 2), np.nan)
-        self._edges = torch.full((k, 2), float("nan"), dtype=torch.float64, device=self._device)
+        self._edges_list = [(float("nan"), float("nan"))] * k
         self._check_ranks_agree()
         self._writer = None
         if self._rank == writer:
@@ -289,7 +293,7 @@ class Recorder:
 
     def _add(self, index: int, value: torch.Tensor) -> None:
         start = time.perf_counter()
-        accumulate(self._sums[index], self._maxes[index], value, self._edges[index])
+        accumulate(self._sums[index], self._maxes[index], value, self._edges_list[index])
         self.cost.hook_seconds += time.perf_counter() - start
 
     def _record(self) -> None:
@@ -307,7 +311,7 @@ class Recorder:
         rows, hists = merge(sums.view(k, SUM_WIDTH).numpy(), maxes[HEAD:].view(k, MAX_WIDTH).numpy(),
                             self._edges_host)  # fmt: skip
         self._edges_host = next_edges(rows, self._edges_host)
-        self._edges.copy_(torch.from_numpy(self._edges_host))
+        self._edges_list = [(float(lo), float(hi)) for lo, hi in self._edges_host]
         self._sums.zero_()
         self._maxes_flat.fill_(float("-inf"))
         self.cost.recorded += 1

@@ -1,0 +1,215 @@
+"""``Explorer.from_run(path)``: a recorded run's tree, histograms and history, followed live.
+
+The same front end as the live Explorer (same traits and ``stats`` / ``snapshot`` messages of
+:mod:`.transport`), fed from a run folder instead of hooks: a background thread polls the
+folder (``poll`` seconds), sends each newly recorded step, and keeps a status line saying
+running / finished / failed and the last step. A finished run is replayed whole on display.
+
+>>> import tempfile, torch
+>>> from torch import nn
+>>> from surgeon_widgets import Recorder
+>>> model, folder = nn.Sequential(nn.Linear(4, 3)), tempfile.mkdtemp()
+>>> with Recorder(model, folder, layers=["0"], every=1) as rec:
+...     model(torch.ones(2, 4)).sum().backward(); rec.step()
+>>> view = RunView(folder)
+>>> view.wait(timeout=5)
+True
+>>> view.state, view.last_step, list(view.stats("0"))
+('finished', 0, ['0/output', '0/grad_output'])
+>>> view.close()
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import anywidget
+import ipywidgets
+import traitlets as t
+from matplotlib.figure import Figure
+
+from ..engine.series import Series
+from ..record import Run, read_run
+from . import tree
+from .figures import history_figure, static_png
+from .history import Record
+from .transport import fit_budget, snapshot_message, stats_message
+
+__all__ = ["RunView"]
+
+STATIC = Path(__file__).resolve().parent.parent / "static"
+HISTORY = 256  # records per key sent to the view (the live Explorer keeps as many)
+
+
+class RunExplorerView(anywidget.AnyWidget):
+    """The Explorer's front end with the traits it reads; fed by :class:`RunView`."""
+
+    _esm = STATIC / "explorer.js"
+    _css = STATIC / "explorer.css"
+
+    rows = t.List(t.Dict()).tag(sync=True)
+    shapes = t.Dict().tag(sync=True)
+    show_nodes = t.Bool(False).tag(sync=True)
+    nodes_error = t.Unicode("").tag(sync=True)
+    selected = t.List(t.Unicode()).tag(sync=True)
+    gradients = t.Bool(False).tag(sync=True)
+    max_rate = t.Float(0.0).tag(sync=True)
+    hooks = t.List(t.Dict()).tag(sync=True)
+    errors = t.List(t.Unicode()).tag(sync=True)
+    search = t.Unicode("").tag(sync=True)
+
+
+def records(series: Series, since: int = -1) -> list[Record]:
+    """The :class:`Record`s of ``series`` after step ``since`` (the wire form's input)."""
+    return [
+        Record(series.key, series.layer, series.leaf, series.kind, step, stats)
+        for step, stats in zip(series.steps, series.values)
+        if step > since
+    ]
+
+
+class RunView(ipywidgets.VBox):
+    """A run folder shown as an Explorer: status line, tree, histograms, history; follows it live.
+
+    Args:
+        path: the folder a :class:`~surgeon_widgets.Recorder` writes.
+        selected: layers shown at first (default: every recorded layer).
+        poll: seconds between reads of the folder while the run is running.
+    """
+
+    def __init__(self, path: str | Path, selected: list[str] | None = None, poll: float = 1.0) -> None:
+        self.run: Run = read_run(path)
+        self.poll = poll
+        layers = self.run.layers
+        shapes = {}
+        for layer in layers:
+            for s in self.run.stats(layer).values():
+                if s.kind == "activation":
+                    shapes[layer] = {"shape": list(s.latest.shape), "dtype": s.latest.dtype}
+        self.view = RunExplorerView(rows=self.run.rows, selected=selected or layers, shapes=shapes,
+                                    gradients=bool(self.run.manifest.get("gradients")))  # fmt: skip
+        self.status_line = ipywidgets.HTML()
+        self._sent: dict[str, int] = {}  # key -> last step sent to the view
+        self._stop = threading.Event()
+        self._done = threading.Event()
+        self._lock = threading.Lock()
+        self.view.on_msg(self._on_msg)
+        self._show_status()
+        super().__init__([self.status_line, self.view])
+        self._thread = threading.Thread(target=self._follow, name="surgeon-run-view", daemon=True)
+        self._thread.start()
+
+    # -- Python API (as the live Explorer's) ------------------------------------------------
+
+    @property
+    def state(self) -> str:
+        """``running``, ``finished`` or ``failed`` (``unknown`` before the first status)."""
+        return str(self.run.status.get("state"))
+
+    @property
+    def last_step(self) -> int | None:
+        """The last recorded step read so far."""
+        steps = self.run.steps
+        return steps[-1] if steps else None
+
+    @property
+    def layers(self) -> list[str]:
+        return self.run.layers
+
+    def stats(self, name: str) -> dict[str, Series]:
+        """``{key: Series}`` of a recorded layer, as ``Explorer.stats`` (every record read so far)."""
+        with self._lock:
+            return self.run.stats(name)
+
+    def figure(self, name: str) -> Figure:
+        """A matplotlib Figure of ``name``'s histogram history and latest histogram."""
+        return history_figure(self.stats(name), name)
+
+    def refresh(self) -> int:
+        """Read the folder now and send what is new; return how many records were new."""
+        with self._lock:
+            new = self.run.refresh()
+        self._send_new()
+        self._show_status()
+        return new
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the run has finished or failed and everything is read (or ``timeout``)."""
+        return self._done.wait(timeout)
+
+    def close(self) -> None:
+        """Stop following and close the widgets."""
+        self._stop.set()
+        self.view.close()
+        self.status_line.close()
+        super().close()
+
+    def __repr__(self) -> str:
+        return f"RunView({str(self.run.path)!r}, {self.state}, last step {self.last_step})"
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict | tuple | None:
+        bundle = super()._repr_mimebundle_(**kwargs)
+        rows = tree.filter_rows(self.view.rows, self.view.search)
+        layers = {n: self.stats(n) for n in self.view.selected if n in self.run.layers}
+        data = base64.b64encode(static_png(rows, layers)).decode("ascii")
+        if isinstance(bundle, tuple):
+            return {**bundle[0], "image/png": data}, bundle[1]
+        return {**(bundle or {}), "image/png": data}
+
+    # -- following --------------------------------------------------------------------------
+
+    def _follow(self) -> None:
+        while not self._stop.is_set():
+            state = self.state  # read before the records: all records of a finished run are in
+            try:
+                self.refresh()
+            except Exception as error:  # shown in the view; keep following
+                self.view.errors = [*self.view.errors, f"reading the run: {error}"][-50:]
+            if state in ("finished", "failed"):
+                self._done.set()
+                return
+            self._stop.wait(self.poll)
+
+    def _series(self) -> list[Series]:
+        with self._lock:
+            return [s for layer in self.run.layers for s in self.run.stats(layer).values()]
+
+    def _send_new(self) -> None:
+        by_step: dict[int, list[Record]] = {}
+        for series in self._series():
+            new = records(series, self._sent.get(series.key, -1))
+            for r in new:
+                by_step.setdefault(r.step, []).append(r)
+            if new:
+                self._sent[series.key] = new[-1].step
+        for step in sorted(by_step)[-HISTORY:]:
+            self.view.send(*stats_message(fit_budget(by_step[step])))
+
+    def _on_msg(self, widget: Any, content: Any, buffers: Any) -> None:
+        if isinstance(content, dict) and content.get("type") == "hello":
+            history = {s.key: records(s)[-HISTORY:] for s in self._series()}
+            latest = fit_budget([recs[-1] for recs in history.values() if recs])
+            self.view.send(*snapshot_message(latest, history))
+
+    def _show_status(self) -> None:
+        status = self.run.status
+        state = str(status.get("state"))
+        colour = {"running": "#1a7f37", "finished": "#555", "failed": "#cf222e"}.get(state, "#9a6700")
+        text = (f"<b style='color:{colour}'>{html.escape(state)}</b> · last recorded step "
+                f"{self.last_step if self.last_step is not None else '-'} · step "
+                f"{status.get('step', '-')} · {len(self.run.layers)} layers · "
+                f"{self.run.world_size} rank(s) · <code>{html.escape(str(self.run.path))}</code>")  # fmt: skip
+        if status.get("error"):
+            text += f"<br><span style='color:#cf222e'>{html.escape(str(status['error']))}</span>"
+        age = time.time() - float(status.get("updated") or time.time())
+        if state == "running" and age > 60:
+            text += f" · no heartbeat for {age:.0f} s"
+        self.status_line.value = f"<div class='sw-run-status'>{text}</div>"
+        errors = [status["error"]] if status.get("error") else []
+        if errors and errors[0] not in self.view.errors:
+            self.view.errors = [*self.view.errors, *errors]
