@@ -52,9 +52,11 @@ def main(argv: list[str] | None = None) -> int:
         "--dir", type=Path, default=Path.cwd() / "surgeon-widgets-demo",
         help="working folder for the notebook copy (default: ./surgeon-widgets-demo)",
     )  # fmt: skip
-    export = commands.add_parser("export-tensorboard", help="write a recorded run as TensorBoard events")
+    export = commands.add_parser(
+        "export-tensorboard", help="write a recorded run as TensorBoard events"
+    )
     export.add_argument("run", type=Path, help="the run folder (Recorder's path)")
-    export.add_argument("out", type=Path, help="folder for the event file (tensorboard --logdir OUT)")
+    export.add_argument("out", type=Path, help="folder for the event file (--logdir)")
     args = parser.parse_args(argv)
     if args.command == "export-tensorboard":
         from .record.tensorboard import export_tensorboard

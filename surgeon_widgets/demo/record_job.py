@@ -1,4 +1,4 @@
-"""A small distributed training job that records itself: ``python -m surgeon_widgets.demo.record_job RUN``.
+"""A small distributed training job that records itself (``python -m ... RUN``).
 
 Trains the demo :class:`~surgeon_widgets.demo.TinyCNN` (from a seeded random start) on the
 synthetic shapes with DDP over ``--nprocs`` CPU processes (gloo on 127.0.0.1), and records
@@ -72,7 +72,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nprocs", type=int, default=2)
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--delay", type=float, default=0.0, help="seconds to sleep after each step")
-    parser.add_argument("--fail-at", type=int, default=None, help="raise at this step (demo of a failed run)")
+    parser.add_argument(
+        "--fail-at", type=int, default=None, help="raise at this step (demo of a failed run)"
+    )
     args = parser.parse_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     if args.nprocs == 1:

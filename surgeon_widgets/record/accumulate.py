@@ -17,28 +17,27 @@ Every pass is over float64 values; sums never round to float32.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
 
-from .layout import BINS, DIMS, HIST, MAX_DIMS, MAX_WIDTH, NDIM, dtype_code
+from .layout import BINS, DIMS, HIST, MAX_DIMS, NDIM, dtype_code
 
 __all__ = ["accumulate"]
 
 
-def accumulate(sums: torch.Tensor, maxes: torch.Tensor, value: torch.Tensor, edges: tuple[float, float]) -> None:
+def accumulate(
+    sums: torch.Tensor, maxes: torch.Tensor, value: torch.Tensor, edges: tuple[float, float]
+) -> None:
     """Add ``value``'s statistics into ``sums`` (a sum-bucket row) and ``maxes`` (a max row).
 
     ``edges`` are host floats (known to every rank after the previous record), so choosing the
     bins never syncs with the device.
     """
     v = value.detach()
-    shape = torch.full((MAX_WIDTH - NDIM,), -1.0, dtype=torch.float64)
-    shape[0] = v.dim()
-    dims = list(v.shape)[:MAX_DIMS]
-    shape[1 : 1 + len(dims)] = torch.tensor(dims, dtype=torch.float64)
-    shape[-1] = dtype_code(v.dtype)
-    maxes[NDIM:].copy_(torch.maximum(maxes[NDIM:], shape.to(maxes.device)))
+    shape = _shape_row(tuple(v.shape), v.dtype, maxes.device)
+    torch.maximum(maxes[NDIM:], shape, out=maxes[NDIM:])
     x = v.reshape(-1)
     if x.is_complex():
         x = x.abs()
@@ -86,7 +85,13 @@ def accumulate(sums: torch.Tensor, maxes: torch.Tensor, value: torch.Tensor, edg
         n, nans, bad - nans, zeros, total, m2, total * total / n.clamp(min=1.0), under, over,
     ])  # fmt: skip
     sums.add_(torch.cat([head, hist]).to(sums.device))
-    has = n > 0  # with no finite value, aminmax saw only the mean's NaN
-    top = torch.where(has, high, float("-inf"))
-    neg_bottom = torch.where(has, -low, float("-inf"))
-    maxes[:DIMS - 1].copy_(torch.maximum(maxes[:DIMS - 1], torch.stack([top, neg_bottom]).to(maxes.device)))
+    # with no finite value, aminmax saw only the mean's NaN: contribute -inf
+    extremes = torch.stack([high, -low]).nan_to_num_(float("-inf"), float("-inf"), float("-inf"))
+    torch.maximum(maxes[: DIMS - 1], extremes.to(maxes.device), out=maxes[: DIMS - 1])
+
+
+@functools.lru_cache(maxsize=1024)
+def _shape_row(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """``[ndim, dims (-1 padded), dtype code]`` for the max bucket (cached: shapes repeat)."""
+    dims = list(shape[:MAX_DIMS]) + [-1] * (MAX_DIMS - min(len(shape), MAX_DIMS))
+    return torch.tensor([len(shape), *dims, dtype_code(dtype)], dtype=torch.float64, device=device)

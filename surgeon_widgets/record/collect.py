@@ -46,7 +46,9 @@ def check_same(values: torch.Tensor, what: str, hint: str) -> None:
     """Raise if the ``(max, -min)`` pair in ``values`` shows ranks with different values."""
     top, low = float(values[0]), -float(values[1])
     if top != low:
-        raise RankMismatchError(f"ranks disagree on {what}: between {low:.0f} and {top:.0f}. {hint}")
+        raise RankMismatchError(
+            f"ranks disagree on {what}: between {low:.0f} and {top:.0f}. {hint}"
+        )
 
 
 def reduce_buckets(
@@ -69,10 +71,13 @@ def reduce_buckets(
                 "step number, rec.step(step), to catch a skipped step at once."
             ) from error
     host_max = maxes.cpu()
-    check_same(host_max[2:4], "the recorded layers (hash of the layer list)",
-               "Every rank must build its Recorder with the same layers, gradients, params and every.")
+    check_same(
+        host_max[2:4],
+        "the recorded layers (hash of the layer list)",
+        "Every rank must build its Recorder with the same layers, gradients, params and every.",
+    )
     check_same(host_max[0:2], "the step number",
-               "Every rank must call rec.step() once per optimizer step; one rank skipped or added a step.")  # fmt: skip
+               "Every rank must call rec.step() once per optimizer step; one skipped or added one.")  # fmt: skip
     if distributed(group):
         dist.all_reduce(sums, op=dist.ReduceOp.SUM, group=group)
     return sums.cpu(), host_max

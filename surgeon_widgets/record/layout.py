@@ -16,7 +16,8 @@ from dataclasses import dataclass
 import torch
 
 __all__ = [
-    "BINS", "DTYPES", "FIELDS", "HEAD", "MAGIC", "MAX_DIMS", "MAX_WIDTH", "RECORD", "SUM_WIDTH", "Key",
+    "BINS", "DTYPES", "FIELDS", "HEAD", "MAGIC", "MAX_DIMS", "MAX_WIDTH", "RECORD", "SUM_WIDTH",
+    "Key",
 ]  # fmt: skip
 
 BINS = 64
@@ -55,7 +56,7 @@ def dtype_code(dtype: torch.dtype) -> int:
 
 @dataclass(frozen=True)
 class Key:
-    """One recorded statistic: ``key`` = ``layer/leaf``; ``kind`` is activation/gradient/parameter."""
+    """One recorded statistic: ``key`` = ``layer/leaf``; ``kind``: activation/gradient/parameter."""
 
     index: int
     key: str

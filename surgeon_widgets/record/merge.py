@@ -27,8 +27,27 @@ from __future__ import annotations
 import numpy as np
 
 from .layout import (
-    BINS, CALLS, DIMS, FIELDS, FINITE, HAS, HIST, INFS, M2, MAX, MAX_DIMS, NANS, NDIM, NEG_MIN,
-    NUMEL, OVER, SQ, SUM, UNDER, ZEROS, DTYPE,
+    BINS,
+    CALLS,
+    DIMS,
+    DTYPE,
+    FIELDS,
+    FINITE,
+    HAS,
+    HIST,
+    INFS,
+    M2,
+    MAX,
+    MAX_DIMS,
+    NANS,
+    NDIM,
+    NEG_MIN,
+    NUMEL,
+    OVER,
+    SQ,
+    SUM,
+    UNDER,
+    ZEROS,
 )  # fmt: skip
 
 __all__ = ["WIDEN", "merge", "next_edges"]
@@ -37,8 +56,10 @@ WIDEN = 0.05
 F = {name: i for i, name in enumerate(FIELDS)}
 
 
-def merge(sums: np.ndarray, maxes: np.ndarray, edges: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """``(rows[K, len(FIELDS)], hists[K, BINS])`` from reduced buckets ``[K, SUM_WIDTH]`` / ``[K, MAX_WIDTH]``."""
+def merge(
+    sums: np.ndarray, maxes: np.ndarray, edges: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(rows[K, len(FIELDS)], hists[K, BINS])`` from the reduced buckets (one row per key)."""
     k = len(sums)
     edges = np.full((k, 2), np.nan) if edges is None else edges
     rows = np.zeros((k, len(FIELDS)))

@@ -22,7 +22,7 @@ def local_values(param: torch.Tensor, group_rank: int) -> torch.Tensor | None:
     try:
         from torch.distributed.tensor import DTensor
     except ImportError:  # torch built without distributed
-        DTensor = ()  # noqa: N806
+        DTensor = ()
     if isinstance(param, DTensor):
         mesh = param.device_mesh
         for dim, placement in enumerate(param.placements):

@@ -79,7 +79,7 @@ def to_stats(row: np.ndarray, hist: np.ndarray) -> RunStats:
 
 
 def read_records(data: bytes) -> tuple[list[tuple[int, np.ndarray, np.ndarray]], int]:
-    """Whole valid records from the start of ``data`` and the bytes they span (stops at a bad one)."""
+    """Whole valid records from the start of ``data`` and the bytes they span (up to a bad one)."""
     out = []
     size = RECORD.size
     end = 0
@@ -113,9 +113,14 @@ class Run:
             )
         self.manifest = read_json(manifest_path)
         if self.manifest.get("format") != FORMAT:
-            raise ValueError(f"{manifest_path}: format {self.manifest.get('format')!r}, expected {FORMAT!r}")
+            raise ValueError(
+                f"{manifest_path}: format {self.manifest.get('format')!r}, expected {FORMAT!r}"
+            )
         if self.manifest["record"]["size"] != RECORD.size:
-            raise ValueError(f"{manifest_path}: record size {self.manifest['record']['size']}, expected {RECORD.size}")
+            raise ValueError(
+                f"{manifest_path}: record size {self.manifest['record']['size']}, "
+                f"expected {RECORD.size}"
+            )
         self.keys: list[dict] = self.manifest["keys"]
         self._offsets = [0] * len(self.keys)
         self._data: list[list[tuple[int, RunStats]]] = [[] for _ in self.keys]
@@ -172,7 +177,9 @@ class Run:
     def stats(self, layer: str) -> dict[str, Series]:
         """``{key: Series}`` of ``layer``: activations, then gradients, then parameters."""
         if layer not in self.layers:
-            raise UnknownNameError(layer, self.layers, "recorded layer", "Hint: run.layers lists them")
+            raise UnknownNameError(
+                layer, self.layers, "recorded layer", "Hint: run.layers lists them"
+            )
         order = {"activation": 0, "gradient": 1, "parameter": 2}
         out = {}
         for i, key in sorted(enumerate(self.keys), key=lambda ik: order.get(ik[1]["kind"], 3)):

@@ -36,11 +36,11 @@ from torch import nn
 from ..engine.guard import inert
 from ..engine.inspect import iter_tensors
 from ..engine.module_tree import module_rows
-from ..engine.naming import UnknownNameError, closest
+from ..engine.naming import UnknownNameError
 from ..engine.registry import HookRegistry
 from .accumulate import accumulate
 from .collect import check_same, distributed, layer_hash, reduce_buckets
-from .layout import BINS, DTYPES, FIELDS, HAS, HEAD, MAX_WIDTH, RECORD, SUM_WIDTH, CALLS, Key
+from .layout import BINS, CALLS, DTYPES, FIELDS, HAS, HEAD, MAX_WIDTH, RECORD, SUM_WIDTH, Key
 from .merge import merge, next_edges
 from .params import local_values
 from .runfolder import RunWriter
@@ -139,7 +139,9 @@ class Recorder:
         if isinstance(layers, str):
             layers = [layers]
         if not isinstance(every, int) or every < 1:
-            raise ValueError(f"every must be a whole number >= 1 (record every N-th step), got {every!r}")
+            raise ValueError(
+                f"every must be a whole number >= 1 (record every N-th step), got {every!r}"
+            )
         self.model = unwrap(model)
         modules = dict(self.model.named_modules())
         del modules[""]
@@ -163,7 +165,9 @@ class Recorder:
         self._world = dist.get_world_size(group) if distributed(group) else 1
         self._rank = dist.get_rank(group) if distributed(group) else 0
         if not 0 <= writer < self._world:
-            raise ValueError(f"writer must be a rank of the group (0..{self._world - 1}), got {writer}")
+            raise ValueError(
+                f"writer must be a rank of the group (0..{self._world - 1}), got {writer}"
+            )
         self._hash = layer_hash([k.key for k in self.keys], every)
         self._device = self._bucket_device()
         k = len(self.keys)
@@ -183,7 +187,9 @@ class Recorder:
         index = {k.key: k.index for k in self.keys}
         for name in self.layers:
             grad = index.get(f"{name}/grad_output")
-            self._hooks.forward(modules[name], _forward_hook(me, index[f"{name}/output"], grad), name=name)
+            self._hooks.forward(
+                modules[name], _forward_hook(me, index[f"{name}/output"], grad), name=name
+            )
         atexit.register(_close_at_exit, me)
 
     # -- public -----------------------------------------------------------------------------
@@ -225,7 +231,7 @@ class Recorder:
             self.cost.step_seconds += time.perf_counter() - start
 
     def close(self, error: BaseException | str | None = None) -> None:
-        """Remove every hook and mark the run finished (or failed, with ``error``). No collective."""
+        """Remove every hook; mark the run finished (or failed, with ``error``). No collective."""
         if self._closed:
             return
         self._closed = True
@@ -246,7 +252,7 @@ class Recorder:
 
     def __repr__(self) -> str:
         return (f"Recorder({str(self.path)!r}, {len(self.layers)} layers, {len(self.keys)} keys, "
-                f"every={self.every}, rank {self._rank} of {self._world}, step {self._step})")  # fmt: skip
+                f"every={self.every}, rank {self._rank}/{self._world}, step {self._step})")  # fmt: skip
 
     # -- inside -----------------------------------------------------------------------------
 
@@ -273,7 +279,9 @@ class Recorder:
         if not distributed(self.group):
             return
         k = float(len(self.keys))
-        probe = torch.tensor([self._hash, -self._hash, k, -k], dtype=torch.float64, device=self._device)
+        probe = torch.tensor(
+            [self._hash, -self._hash, k, -k], dtype=torch.float64, device=self._device
+        )
         dist.all_reduce(probe, op=dist.ReduceOp.MAX, group=self.group)
         hint = ("Build the Recorder with the same layers, gradients, params and every on every "
                 "rank (it cannot merge keys that only some ranks have)")  # fmt: skip
@@ -308,7 +316,8 @@ class Recorder:
         sums, maxes = reduce_buckets(self._sums.view(-1), self._maxes_flat, self._step, self._hash,
                                      self.group)  # fmt: skip
         k = len(self.keys)
-        rows, hists = merge(sums.view(k, SUM_WIDTH).numpy(), maxes[HEAD:].view(k, MAX_WIDTH).numpy(),
+        max_rows = maxes[HEAD:].view(k, MAX_WIDTH).numpy()
+        rows, hists = merge(sums.view(k, SUM_WIDTH).numpy(), max_rows,
                             self._edges_host)  # fmt: skip
         self._edges_host = next_edges(rows, self._edges_host)
         self._edges_list = [(float(lo), float(hi)) for lo, hi in self._edges_host]
@@ -352,6 +361,3 @@ def _close_at_exit(me: weakref.ref[Recorder]) -> None:
     rec = me()
     if rec is not None and not rec._closed:
         rec.close("the process exited without rec.close()")
-
-
-

@@ -57,7 +57,9 @@ def pack_record(step: int, row: np.ndarray, hist: np.ndarray) -> bytes:
 class RunWriter:
     """Creates the folder, writes the manifest once, appends records, keeps the status fresh."""
 
-    def __init__(self, path: Path | str, manifest: dict, keys: list[Key], fsync: bool = False) -> None:
+    def __init__(
+        self, path: Path | str, manifest: dict, keys: list[Key], fsync: bool = False
+    ) -> None:
         self.path = Path(path)
         (self.path / "keys").mkdir(parents=True, exist_ok=True)
         self.fsync = fsync
@@ -74,7 +76,9 @@ class RunWriter:
         self._files = [open(self.path / key.file, "ab") for key in keys]  # noqa: SIM115
         self._last_beat = 0.0
 
-    def append(self, step: int, rows: np.ndarray, hists: np.ndarray, which: list[int] | None = None) -> int:
+    def append(
+        self, step: int, rows: np.ndarray, hists: np.ndarray, which: list[int] | None = None
+    ) -> int:
         """Append the records of ``which`` keys (default all) at ``step``; return bytes written."""
         written = 0
         for i in range(len(rows)) if which is None else which:

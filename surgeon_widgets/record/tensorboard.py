@@ -76,7 +76,9 @@ def _double(number: int, value: float) -> bytes:
     return _field(number, 1, struct.pack("<d", value))
 
 
-def _event(step: int, wall: float, summary: bytes | None = None, version: str | None = None) -> bytes:
+def _event(
+    step: int, wall: float, summary: bytes | None = None, version: str | None = None
+) -> bytes:
     out = _double(1, wall) + _field(2, 0, _varint(step))
     if version is not None:
         out += _bytes(3, version.encode())
@@ -100,7 +102,8 @@ def _histogram(tag: str, s: RunStats) -> bytes:
     else:  # a first record has no bins yet: one bucket holding every value
         limits, counts = [s.max if s.max is not None else 0.0], [float(n)]
     histo = (
-        _double(1, s.min if s.min is not None else 0.0) + _double(2, s.max if s.max is not None else 0.0)
+        _double(1, s.min if s.min is not None else 0.0)
+        + _double(2, s.max if s.max is not None else 0.0)
         + _double(3, float(n)) + _double(4, mean * n) + _double(5, var + n * mean * mean)
         + _bytes(6, struct.pack(f"<{len(limits)}d", *limits))
         + _bytes(7, struct.pack(f"<{len(counts)}d", *counts))

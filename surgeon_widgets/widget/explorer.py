@@ -138,7 +138,9 @@ class Explorer(CutPanel, anywidget.AnyWidget):
         self._cut_init()  # cut panel: node_in / node_out -> cut_report, code
 
     @classmethod
-    def from_run(cls, path: str | Path, selected: list[str] | None = None, poll: float = 1.0) -> Any:
+    def from_run(
+        cls, path: str | Path, selected: list[str] | None = None, poll: float = 1.0
+    ) -> Any:
         """The tree, histograms and history of a recorded run, followed while it is written.
 
         Returns a :class:`~surgeon_widgets.widget.run_view.RunView` (``stats()``, ``figure()``,

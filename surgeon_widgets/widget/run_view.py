@@ -82,7 +82,9 @@ class RunView(ipywidgets.VBox):
         poll: seconds between reads of the folder while the run is running.
     """
 
-    def __init__(self, path: str | Path, selected: list[str] | None = None, poll: float = 1.0) -> None:
+    def __init__(
+        self, path: str | Path, selected: list[str] | None = None, poll: float = 1.0
+    ) -> None:
         self.run: Run = read_run(path)
         self.poll = poll
         layers = self.run.layers
@@ -122,7 +124,7 @@ class RunView(ipywidgets.VBox):
         return self.run.layers
 
     def stats(self, name: str) -> dict[str, Series]:
-        """``{key: Series}`` of a recorded layer, as ``Explorer.stats`` (every record read so far)."""
+        """``{key: Series}`` of a recorded layer, as ``Explorer.stats`` (all records read so far)."""
         with self._lock:
             return self.run.stats(name)
 
@@ -199,11 +201,14 @@ class RunView(ipywidgets.VBox):
     def _show_status(self) -> None:
         status = self.run.status
         state = str(status.get("state"))
-        colour = {"running": "#1a7f37", "finished": "#555", "failed": "#cf222e"}.get(state, "#9a6700")
+        colour = {"running": "#1a7f37", "finished": "#555", "failed": "#cf222e"}.get(
+            state, "#9a6700"
+        )
         text = (f"<b style='color:{colour}'>{html.escape(state)}</b> · last recorded step "
                 f"{self.last_step if self.last_step is not None else '-'} · step "
                 f"{status.get('step', '-')} · {len(self.run.layers)} layers · "
-                f"{self.run.world_size} rank(s) · <code>{html.escape(str(self.run.path))}</code>")  # fmt: skip
+                f"{self.run.world_size} rank(s) · <code>{html.escape(str(self.run.path))}</code>"
+        )  # fmt: skip
         if status.get("error"):
             text += f"<br><span style='color:#cf222e'>{html.escape(str(status['error']))}</span>"
         age = time.time() - float(status.get("updated") or time.time())

@@ -9,10 +9,9 @@ import time
 import pytest
 import workers
 
+from conftest import finish, start
 from surgeon_widgets import read_run
 from surgeon_widgets.record.layout import RECORD
-
-from conftest import finish, start
 
 pytestmark = pytest.mark.timeout(120)
 

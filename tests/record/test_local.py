@@ -112,7 +112,7 @@ def test_bad_input_errors(tmp_path):
         Recorder(nn.Linear(2, 2), tmp_path)
     with pytest.raises(ValueError, match="every"):
         Recorder(model, tmp_path, every=0)
-    with pytest.raises(FileNotFoundError, match="manifest.json"):
+    with pytest.raises(FileNotFoundError, match=r"manifest\.json"):
         read_run(tmp_path / "nothing")
     with Recorder(model, tmp_path, layers=["0"], every=1) as rec, pytest.raises(UnknownNameError):
         read_run(tmp_path).stats("nope")

@@ -1,4 +1,4 @@
-"""Worker functions of the 2-process tests (spawned; gloo on 127.0.0.1, every collective timed out)."""
+"""Workers of the 2-process tests (spawned; gloo on 127.0.0.1, every collective timed out)."""
 
 from __future__ import annotations
 
@@ -89,13 +89,19 @@ def compare(stats, ref: np.ndarray, where: str) -> dict:
     assert stats.numel == ref.size, (where, stats.numel, ref.size)
     assert stats.min == finite.min() and stats.max == finite.max(), (where, stats.min, finite.min())
     assert abs(stats.mean - finite.mean()) <= 1e-9 * (1 + abs(finite.mean())), where
-    assert abs(stats.std - finite.std(ddof=1)) <= 1e-9 * (1 + finite.std()), (where, stats.std, finite.std(ddof=1))
+    assert abs(stats.std - finite.std(ddof=1)) <= 1e-9 * (1 + finite.std()), (
+        where,
+        stats.std,
+        finite.std(ddof=1),
+    )
     assert stats.nans == int(np.isnan(ref).sum()) and stats.infs == int(np.isinf(ref).sum()), where
     if np.isfinite(stats.lo) and stats.hist.sum() + stats.under + stats.over > 0:
         index = np.floor((finite - stats.lo) * (64 / (stats.hi - stats.lo)))
         expect = np.bincount(index[(index >= 0) & (index < 64)].astype(int), minlength=64)
         assert np.array_equal(stats.hist, expect), (where, stats.hist, expect)
-        assert stats.under == int((index < 0).sum()) and stats.over == int((index >= 64).sum()), where
+        assert stats.under == int((index < 0).sum()) and stats.over == int((index >= 64).sum()), (
+            where
+        )
     return {"numel": stats.numel, "mean": stats.mean, "std": stats.std}
 
 
@@ -149,12 +155,16 @@ def scenario(kind: str, arch: str, folder: Path, rank: int) -> dict:
     if kind == "ddp":
         wrapped = DDP(model)
     else:
-        for m in ([model.blocks[0], model.blocks[1]] if arch == "transformer" else [model[0], model[2]]):
+        for m in (
+            [model.blocks[0], model.blocks[1]] if arch == "transformer" else [model[0], model[2]]
+        ):
             fully_shard(m)
         wrapped = fully_shard(model)
     params_of = watch[-1]
     rec = Recorder(wrapped, folder, layers=watch, every=2, gradients=True, params=True)
-    refs = run_training(model, wrapped, batches, rec, watch, 2, lambda out: out.float().pow(2).mean())
+    refs = run_training(
+        model, wrapped, batches, rec, watch, 2, lambda out: out.float().pow(2).mean()
+    )
     # parameters after the last step's update: every value counted once over the ranks
     rec.close()
     dist.barrier()
@@ -173,7 +183,12 @@ def main_worker(rank: int, world: int, port: int, root: str) -> None:
     init(rank, world, port)
     results = {}
     try:
-        for kind, arch in [("ddp", "cnn"), ("fsdp", "transformer"), ("ddp", "transformer"), ("fsdp", "cnn")]:
+        for kind, arch in [
+            ("ddp", "cnn"),
+            ("fsdp", "transformer"),
+            ("ddp", "transformer"),
+            ("fsdp", "cnn"),
+        ]:
             results[f"{kind}-{arch}"] = scenario(kind, arch, Path(root) / f"{kind}-{arch}", rank)
         results["moe"] = moe(Path(root) / "moe", rank)
     finally:

@@ -1,0 +1,95 @@
+"""Explorer.from_run: follows a real 2-rank job (the shipped demo script) while it writes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from surgeon_widgets import Explorer, read_run
+from surgeon_widgets.demo.record_job import LAYERS
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def job(run, *args):
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "surgeon_widgets.demo.record_job", str(run), *args]
+    return subprocess.Popen(
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+
+
+def wait_for(path, proc, timeout=60):
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert proc.poll() is None, proc.stdout.read()
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.05)
+
+
+def test_from_run_follows_a_running_job_then_replays(tmp_path):
+    run = tmp_path / "run"
+    proc = job(run, "--steps", "14", "--every", "1", "--nprocs", "2", "--delay", "0.25")
+    try:
+        wait_for(run / "status.json", proc)
+        view = Explorer.from_run(run, poll=0.1)
+        sent = []
+        original = view.view.send
+        view.view.send = lambda content, buffers=None: (
+            sent.append(content),
+            original(content, buffers),
+        )
+        seen = []
+        deadline = time.monotonic() + 60
+        while not view.wait(0.1) and time.monotonic() < deadline:
+            seen.append((view.state, view.last_step))
+        assert proc.wait(60) == 0, proc.stdout.read()
+    finally:
+        proc.kill()
+    # it was followed while running, with the last step growing, and then finished
+    running = [step for state, step in seen if state == "running" and step is not None]
+    assert len(set(running)) >= 2, seen
+    assert view.state == "finished" and view.last_step == 13
+    assert (
+        "finished" in view.status_line.value and "last recorded step 13" in view.status_line.value
+    )
+    # what the view sent covers every record, newest last, as the live Explorer's messages
+    done = read_run(run)
+    items = [i for msg in sent if msg["type"] == "stats" for i in msg["items"]]
+    assert {i["layer"] for i in items} <= set(LAYERS)
+    assert max(i["step"] for i in items) == 13
+    assert view.layers == LAYERS and view.view.selected == LAYERS
+    assert view.view.rows == done.rows and any(r["name"] == "block2.relu" for r in view.view.rows)
+    stats = view.stats("fc")
+    assert list(stats) == ["fc/output", "fc/grad_output", "fc/weight", "fc/bias"]
+    assert stats["fc/output"].steps == list(range(14))
+    assert stats["fc/output"].latest.ranks == 2 and stats["fc/weight"].latest.ranks == 1
+    assert stats["fc/output"].latest.mean == done.stats("fc")["fc/output"].latest.mean
+    assert view.figure("fc").axes
+    # a view opened on the finished run replays it: the snapshot holds every step
+    replay = Explorer.from_run(run)
+    assert replay.wait(10)
+    got = []
+    replay.view.send = lambda content, buffers=None: got.append(content)
+    replay._on_msg(replay.view, {"type": "hello"}, [])
+    assert got[0]["type"] == "snapshot"
+    assert [i["step"] for i in got[0]["history"]["block1.conv/output"]] == list(range(14))
+    assert "image/png" in replay._repr_mimebundle_()
+    view.close()
+    replay.close()
+
+
+def test_from_run_shows_a_failed_run(tmp_path):
+    run = tmp_path / "run"
+    proc = job(run, "--steps", "10", "--every", "1", "--nprocs", "1", "--fail-at", "3")
+    assert proc.wait(60) != 0
+    view = Explorer.from_run(run)
+    assert view.wait(10)
+    assert view.state == "failed" and view.last_step == 3
+    assert "failing on purpose" in view.status_line.value
+    assert any("failing on purpose" in e for e in view.view.errors)
+    view.close()
