@@ -76,8 +76,8 @@ def reduce_buckets(
         "the recorded layers (hash of the layer list)",
         "Every rank must build its Recorder with the same layers, gradients, params and every.",
     )
-    check_same(host_max[0:2], "the step number",
-               "Every rank must call rec.step() once per optimizer step; one skipped or added one.")  # fmt: skip
+    hint = "Call rec.step() once per optimizer step on every rank; one skipped or added one."
+    check_same(host_max[0:2], "the step number", hint)
     if distributed(group):
         dist.all_reduce(sums, op=dist.ReduceOp.SUM, group=group)
     return sums.cpu(), host_max

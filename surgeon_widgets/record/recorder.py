@@ -251,8 +251,9 @@ class Recorder:
         self.close(error)
 
     def __repr__(self) -> str:
-        return (f"Recorder({str(self.path)!r}, {len(self.layers)} layers, {len(self.keys)} keys, "
-                f"every={self.every}, rank {self._rank}/{self._world}, step {self._step})")  # fmt: skip
+        where = f"rank {self._rank}/{self._world}, step {self._step}"
+        return (f"Recorder({str(self.path)!r}, {len(self.layers)} layers, "
+                f"{len(self.keys)} keys, every={self.every}, {where})")  # fmt: skip
 
     # -- inside -----------------------------------------------------------------------------
 

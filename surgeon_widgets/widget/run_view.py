@@ -124,7 +124,7 @@ class RunView(ipywidgets.VBox):
         return self.run.layers
 
     def stats(self, name: str) -> dict[str, Series]:
-        """``{key: Series}`` of a recorded layer, as ``Explorer.stats`` (all records read so far)."""
+        """``{key: Series}`` of a recorded layer, as ``Explorer.stats`` (all records read yet)."""
         with self._lock:
             return self.run.stats(name)
 
