@@ -330,7 +330,13 @@ class Recorder:
             self.cost.bytes_written += self._writer.append(self._step, rows, hists, which)
 
 
+def _eager(fn):
+    # under torch.compile the hook runs eagerly (a graph break) instead of being traced away
+    return torch._dynamo.disable(fn, recursive=True)
+
+
 def _forward_hook(me: weakref.ref[Recorder], index: int, grad_index: int | None):
+    @_eager
     def hook(module: nn.Module, args: Any, output: Any) -> None:
         rec = me()
         if rec is None or not rec.recording or rec._closed or inert(output):
@@ -349,6 +355,7 @@ def _forward_hook(me: weakref.ref[Recorder], index: int, grad_index: int | None)
 
 
 def _grad_hook(me: weakref.ref[Recorder], index: int):
+    @_eager
     def hook(grad: torch.Tensor) -> None:
         rec = me()
         if rec is None or rec._closed or inert(grad):

@@ -155,3 +155,21 @@ def test_tensorboard_export_reads_back(tmp_path, capsys):
     means = [e.value for e in acc.Scalars("0/output/mean")]
     assert means == pytest.approx([s.mean for s in series.values], rel=1e-6)
     assert np.isfinite(means).all()
+
+
+def test_torch_compile_records_the_modules_own_names(tmp_path):
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 1))
+    compiled = torch.compile(model)
+    seen = []
+    with Recorder(compiled, tmp_path, layers=["0", "2"], every=1) as rec:
+        for _ in range(2):
+            x = torch.randn(3, 4)
+            compiled(x).sum().backward()
+            seen.append(nn.functional.linear(x, model[0].weight, model[0].bias).detach().double())
+            rec.step()
+    run = read_run(tmp_path)
+    assert run.layers == ["0", "2"] and run.manifest["wrapper"] == "OptimizedModule"
+    series = run.stats("0")["0/output"]
+    assert series.steps == [0, 1] and [s.calls for s in series.values] == [1, 1]
+    assert series.latest.mean == pytest.approx(seen[-1].mean().item(), rel=1e-6)
+    assert run.stats("0")["0/grad_output"].latest.numel == 12
