@@ -201,8 +201,9 @@ class RunView(ipywidgets.VBox):
     def _show_status(self) -> None:
         status = self.run.status
         state = str(status.get("state"))
-        colour = {"running": "#1a7f37", "finished": "#555", "failed": "#cf222e"}.get(
-            state, "#9a6700"
+        # finished reads in the theme's own text colour (light and dark)
+        colour = {"running": "#1a7f37", "failed": "#cf222e"}.get(
+            state, "var(--jp-ui-font-color1, inherit)" if state == "finished" else "#9a6700"
         )
         text = (f"<b style='color:{colour}'>{html.escape(state)}</b> · last recorded step "
                 f"{self.last_step if self.last_step is not None else '-'} · step "

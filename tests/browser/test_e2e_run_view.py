@@ -1,0 +1,76 @@
+"""Explorer.from_run in a real JupyterLab: the recorded run's tree, histogram and status line.
+
+A run is recorded in the kernel (one process), then shown; the test waits for the status line
+to say finished, the tree to list the model's modules, and the histogram canvas of a recorded
+layer to be painted; screenshots in light and dark themes go to the test's tmp folder.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from test_e2e_jupyterlab import OUTPUTS, RUN_CELL, open_notebook, put_notebook
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="needs /usr/bin/chromium"),
+]
+
+RECORD = """\
+import tempfile, torch
+from torch import nn
+from surgeon_widgets import Explorer, Recorder
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 4))
+folder = tempfile.mkdtemp()
+with Recorder(model, folder, layers=["0", "2"], every=1) as rec:
+    for step in range(12):
+        model(torch.randn(16, 8) * (1 + step / 4)).pow(2).mean().backward()
+        rec.step()
+view = Explorer.from_run(folder, poll=0.2)
+assert view.wait(20)
+view"""
+
+PAINTED = """(layer) => {
+    const c = document.querySelector(`[data-layer="${layer}"] canvas[aria-label^="Histogram"]`);
+    if (!c || !c.width) return false;
+    const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+    for (let i = 3; i < d.length; i += 4) if (d[i] > 0) return true;
+    return false;
+}"""
+
+
+def test_from_run_shows_tree_status_and_histograms(browser, jupyterlab, tmp_path):
+    base = jupyterlab
+    put_notebook(base, "run_view_e2e.ipynb", [RECORD])
+    page = browser.new_context(viewport={"width": 1400, "height": 900}).new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.set_default_timeout(60_000)
+    try:
+        open_notebook(page, base, "lab", "run_view_e2e.ipynb")
+        page.evaluate(RUN_CELL, 0)
+        page.locator(".sw-run-status", has_text="finished").wait_for(timeout=90_000)
+        status = page.locator(".sw-run-status").inner_text()
+        assert "last recorded step 11" in status and "1 rank(s)" in status, status
+        assert page.locator('[role="treeitem"][data-name="2"]').count() == 1
+        page.wait_for_function(PAINTED, arg="0", timeout=20_000)
+        page.wait_for_function(PAINTED, arg="2", timeout=20_000)
+        stats = page.locator('[data-layer="2"] .sw-stats').first.inner_text()
+        assert stats.startswith("mean ") and "shape [16, 4]" in stats, stats
+        page.screenshot(path=str(tmp_path / "run_view_light.png"), full_page=True)
+        page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', "
+                      "{theme: 'JupyterLab Dark'})")  # fmt: skip
+        page.wait_for_function("() => document.body.dataset.jpThemeLight === 'false'")
+        page.wait_for_timeout(500)
+        page.screenshot(path=str(tmp_path / "run_view_dark.png"), full_page=True)
+        page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', "
+                      "{theme: 'JupyterLab Light'})")  # fmt: skip
+        assert errors == [], errors
+    except Exception as e:
+        raise AssertionError(f"{e}\n--- notebook outputs ---\n{page.evaluate(OUTPUTS)}") from e
+    finally:
+        print("screenshots:", tmp_path)
+        page.context.close()
