@@ -1,41 +1,15 @@
-"""Start 2 worker processes (spawn, gloo on 127.0.0.1) with a hard deadline: never a hang."""
+"""Fixtures of the record tests: ``spawn`` runs a worker on 2 ranks with a deadline."""
 
 from __future__ import annotations
 
-import socket
 import sys
-import time
 from pathlib import Path
 
 import pytest
-import torch.multiprocessing as mp
 
-sys.path.insert(0, str(Path(__file__).parent))  # spawned workers import `workers` by name
+sys.path.insert(0, str(Path(__file__).parent))  # spawned workers import `record_workers` by name
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start(fn, *args, world: int = 2):
-    """Start ``fn(rank, world, port, *args)`` on ``world`` processes; returns the context."""
-    return mp.start_processes(fn, args=(world, free_port(), *args), nprocs=world, join=False,
-                              start_method="spawn")  # fmt: skip
-
-
-def finish(context, timeout: float = 45.0) -> None:
-    """Wait for every worker; kill them all and fail if the deadline passes."""
-    deadline = time.monotonic() + timeout
-    try:
-        while not context.join(timeout=max(deadline - time.monotonic(), 0.1)):
-            if time.monotonic() > deadline:
-                pytest.fail(f"workers still running after {timeout} s")
-    finally:
-        for p in context.processes:
-            if p.is_alive():
-                p.kill()
+from spawning import finish, start
 
 
 @pytest.fixture

@@ -7,9 +7,9 @@ import json
 import time
 
 import pytest
-import workers
+import record_workers as workers
+from spawning import finish, start
 
-from conftest import finish, start
 from surgeon_widgets import read_run
 from surgeon_widgets.record.layout import RECORD
 
