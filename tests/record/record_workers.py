@@ -200,7 +200,8 @@ def moe(folder: Path, rank: int) -> dict:
     torch.manual_seed(0)
     model = MoE()
     model.use_expert = rank == 0
-    rec = Recorder(model, folder, layers=["shared", "expert"], every=1, gradients=True)
+    # rank 1 writes this run (writer=1): it never ran the expert, yet records it
+    rec = Recorder(model, folder, layers=["shared", "expert"], every=1, gradients=True, writer=1)
     acts: list = []
     grads: list = []
     handle = capture(model.expert, acts, grads)
@@ -209,9 +210,11 @@ def moe(folder: Path, rank: int) -> dict:
         rec.step()
     handle.remove()
     rec.close()
+    acts = [torch.from_numpy(gather(acts[-1:]))]
+    grads = [torch.from_numpy(gather(grads[-1:]))]
     dist.barrier()
-    if rank != 0:
-        return {}
+    if rank != 1:
+        return {"pid": os.getpid()}
     run = read_run(folder)
     expert, shared = run.stats("expert"), run.stats("shared")
     assert [s.ranks for s in expert["expert/output"].values] == [1, 1, 1]
@@ -219,6 +222,7 @@ def moe(folder: Path, rank: int) -> dict:
     assert expert["expert/output"].latest.numel == 18 and shared["shared/output"].latest.numel == 36
     compare(expert["expert/output"].latest, acts[-1].numpy(), "expert")
     compare(expert["expert/grad_output"].latest, grads[-1].numpy(), "expert grad")
+    assert run.manifest["writer_rank"] == 1 and run.status["pid"] == os.getpid()  # rank 1 wrote
     return {"expert_ranks": expert["expert/output"].latest.ranks, "shared_ranks": 2}
 
 
