@@ -70,7 +70,13 @@ def accumulate(
         mean_index = ((mean - lo) * scale).floor()
         raw_under = (index < 0).sum(dtype=torch.float64)
         raw_over = (index >= BINS).sum(dtype=torch.float64)
-        hist = torch.bincount(index.clamp_(0, BINS - 1).to(torch.uint8), minlength=BINS).double()
+        index = index.clamp_(0, BINS - 1)
+        if device.type == "cpu":  # uint8 bincount: the fastest count on CPU
+            hist = torch.bincount(index.to(torch.uint8), minlength=BINS).double()
+        else:  # bincount sizes its output from the data, which syncs; scatter does not
+            ones = torch.ones(1, dtype=torch.float64, device=device).expand(index.numel())
+            hist = torch.zeros(BINS, dtype=torch.float64, device=device)
+            hist.scatter_add_(0, index.long(), ones)
         # clamped values sit in the end bins, and the non-finite ones where the mean falls
         hist[0] -= raw_under
         hist[-1] -= raw_over
