@@ -33,6 +33,25 @@ view = Explorer.from_run(folder, poll=0.2)
 assert view.wait(20)
 view"""
 
+FOLLOW = """\
+import os, subprocess, sys, tempfile, time
+from pathlib import Path
+from surgeon_widgets import Explorer
+
+run_dir = Path(tempfile.mkdtemp()) / "job"
+job = subprocess.Popen([sys.executable, "-m", "surgeon_widgets.demo.record_job", str(run_dir),
+                        "--steps", "40", "--every", "1", "--nprocs", "1", "--delay", "0.15"])
+while not (run_dir / "status.json").exists():
+    time.sleep(0.05)
+live = Explorer.from_run(run_dir, selected=["fc"], poll=0.2)
+live"""
+
+STEP_OF = """() => {
+    const t = document.querySelector('[data-layer="fc"] .sw-leaf-title')?.textContent ?? '';
+    const m = t.match(/step (\\d+)/);
+    return m ? Number(m[1]) : -1;
+}"""
+
 PAINTED = """(layer) => {
     const c = document.querySelector(`[data-layer="${layer}"] canvas[aria-label^="Histogram"]`);
     if (!c || !c.width) return false;
@@ -69,6 +88,31 @@ def test_from_run_shows_tree_status_and_histograms(browser, jupyterlab, tmp_path
         page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', "
                       "{theme: 'JupyterLab Light'})")  # fmt: skip
         assert errors == [], errors
+    except Exception as e:
+        raise AssertionError(f"{e}\n--- notebook outputs ---\n{page.evaluate(OUTPUTS)}") from e
+    finally:
+        print("screenshots:", tmp_path)
+        page.context.close()
+
+
+def test_from_run_follows_a_running_job_in_the_page(browser, jupyterlab, tmp_path):
+    # the view's background thread sends each new step to the page while the job runs
+    base = jupyterlab
+    put_notebook(base, "run_follow_e2e.ipynb", [FOLLOW, "job.wait(120)"])
+    page = browser.new_context(viewport={"width": 1400, "height": 900}).new_page()
+    page.set_default_timeout(60_000)
+    try:
+        open_notebook(page, base, "lab", "run_follow_e2e.ipynb")
+        page.evaluate(RUN_CELL, 0)
+        page.locator(".sw-run-status", has_text="running").wait_for(timeout=90_000)
+        page.wait_for_function(f"() => ({STEP_OF})() >= 0", timeout=30_000)
+        first = page.evaluate(STEP_OF)
+        page.wait_for_function(f"() => ({STEP_OF})() > {first} + 2", timeout=30_000)
+        assert "running" in page.locator(".sw-run-status").inner_text()
+        page.screenshot(path=str(tmp_path / "run_view_running.png"), full_page=True)
+        page.locator(".sw-run-status", has_text="finished").wait_for(timeout=60_000)
+        page.wait_for_function(f"() => ({STEP_OF})() === 39", timeout=20_000)
+        assert "last recorded step 39" in page.locator(".sw-run-status").inner_text()
     except Exception as e:
         raise AssertionError(f"{e}\n--- notebook outputs ---\n{page.evaluate(OUTPUTS)}") from e
     finally:
