@@ -76,32 +76,31 @@ def measure(name: str, model: nn.Module, step: Step, inputs: Any, rounds: int, b
     ran = set(probe.shapes)
     probe.close()
     sizes: list[int] = []
-    arms: dict[str, tuple[Explorer | None, list[str]]] = {"plain": (None, [])}
+    # one live Explorer per model (issue 9): every arm reuses it with its rate and selection
+    ex = Explorer(model)
+    ex.send = lambda c, b=None: sizes.extend(  # type: ignore[method-assign]
+        [len(json.dumps(c)) + sum(len(x) for x in b or [])]
+    )
+    arms: dict[str, tuple[float | None, list[str]]] = {"plain": (None, [])}
     for k in (4, 12):
         for label, rate in (("", 10.0), ("_every_step", 0.0)):
-            ex = Explorer(model, max_rate=rate)
-            ex.send = lambda c, b=None: sizes.extend(  # type: ignore[method-assign]
-                [len(json.dumps(c)) + sum(len(x) for x in b or [])]
-            )
-            arms[f"explorer_train_step_{k}_layers{label}"] = (ex, spread_leaves(model, k, ran))
+            arms[f"explorer_train_step_{k}_layers{label}"] = (rate, spread_leaves(model, k, ran))
     wall: dict[str, list[float]] = {arm: [] for arm in arms}
     cpu: dict[str, list[float]] = {arm: [] for arm in arms}
     for _ in range(2):
         step()  # warm up allocator and autograd
     for _ in range(rounds):
-        for arm, (ex, layers) in arms.items():
-            if ex is not None:
+        for arm, (rate, layers) in arms.items():
+            if rate is not None:
+                ex.max_rate = rate
                 ex.select(layers)
             for _ in range(block):  # consecutive steps, so the throttle sees a real loop
                 start, start_cpu = time.perf_counter(), time.process_time()
                 step()
                 wall[arm].append(time.perf_counter() - start)
                 cpu[arm].append(time.process_time() - start_cpu)
-            if ex is not None:
-                ex.select([])
-    for ex, _ in arms.values():
-        if ex is not None:
-            ex.close()
+            ex.select([])
+    ex.close()
     plain, plain_cpu = statistics.median(wall["plain"]), statistics.median(cpu["plain"])
     print(f"[{name}] plain train step: {plain * 1e3:.1f} ms wall, {plain_cpu * 1e3:.1f} ms CPU "
           f"(medians of {rounds * block})")  # fmt: skip

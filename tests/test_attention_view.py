@@ -291,7 +291,7 @@ def test_explorer_selecting_an_attention_layer_sends_heatmaps(explorer, tiny):
     ex._on_msg(ex, {"type": "hello"}, [])  # a new view gets the heatmaps too
     assert [c["type"] for c, _ in ex.sent] == ["snapshot", "attention"]
     ex._on_msg(ex, {"type": "attention_batch", "layer": "attn", "batch": 3}, [])
-    assert "batch item 3 out of range" in ex.errors[-1]
+    assert "batch item 3 out of range" in ex.errors[-1]["text"]
 
 
 def test_explorer_attention_shares_max_rate(explorer, tiny):

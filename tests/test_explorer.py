@@ -139,11 +139,11 @@ def test_unknown_and_node_names(make):
         ex.stats("nope")
     ex.show_nodes = True
     ex.select(["sigmoid", "layer1"])
-    assert any("Extract" in e and "'sigmoid'" in e for e in ex.errors)
+    assert any("Extract" in e["text"] and "'sigmoid'" in e["text"] for e in ex.errors)
     assert {h["name"] for h in ex.hooks} == {"layer1"}
     resnet = make(torchvision.models.resnet18(), show_nodes=True)
     resnet.select(["layer1.0.relu_1"])  # the second call of a module: no crash, a clear hint
-    assert "call 1 of module 'layer1.0.relu'" in resnet.errors[-1] and resnet.hooks == []
+    assert "call 1 of module 'layer1.0.relu'" in resnet.errors[-1]["text"] and resnet.hooks == []
 
 
 def test_forward_updates_stats_against_reference(make):
@@ -318,7 +318,10 @@ def test_hook_error_is_reported_and_forward_unharmed(make, monkeypatch, caplog):
     with caplog.at_level("WARNING"):
         y = model(x)
     torch.testing.assert_close(y, model.layer3(model.layer2(model.layer1(x))))
-    assert ex.errors == ["layer2 (activation): RuntimeError: reduction exploded"]
+    assert [(e["layer"], e["count"]) for e in ex.errors] == [("layer2", 1)]
+    assert "layer2: the activation statistics failed (RuntimeError: reduction exploded)" in (
+        ex.errors[0]["text"]
+    )
     assert "reduction exploded" in caplog.text
 
 

@@ -19,6 +19,8 @@ export function controls(model, d) {
   const note = h("span", { class: "sw-clicks-note", role: "note" }, [
     "clicks made while a cell runs apply when the cell finishes",
   ]);
+  const refused = h("span", { class: "sw-rate-refused", role: "alert" });
+  refused.hidden = true;
   const paint = () => {
     note.hidden = model.get("clicks") !== "note";
     grads.checked = Boolean(model.get("gradients"));
@@ -31,7 +33,9 @@ export function controls(model, d) {
   });
   d.listen(rate, "change", () => {
     const v = Number(rate.value);
-    if (!Number.isFinite(v) || v < 0) { paint(); return; }
+    refused.hidden = Number.isFinite(v) && v >= 0;
+    refused.textContent = `max rate ${rate.value || "(empty)"} refused: it must be ≥ 0 (0 = every forward)`;
+    if (!refused.hidden) { rate.value = String(model.get("max_rate") ?? 10); return; }
     model.set("max_rate", v);
     model.save_changes();
   });
@@ -43,5 +47,6 @@ export function controls(model, d) {
     h("label", {}, [grads, " gradients"]),
     h("label", {}, ["max rate ", rate, " /s"]),
     note,
+    refused,
   ]);
 }

@@ -10,13 +10,14 @@
 
 /** @typedef {{ shape: number[], dtype: string }} ShapeInfo */
 /** @typedef {{ name: string, kind: string }} HookInfo */
+/** @typedef {{ text: string, layer: string, count: number, detail: string, key: string }} ErrorEntry */
 
 /**
  * Synced traits (PROTOCOL.md "Synced traits").
  * @typedef {{
  *   rows: Row[], shapes: Record<string, ShapeInfo>, show_nodes: boolean, nodes_error: string,
  *   selected: string[], gradients: boolean, max_rate: number, hooks: HookInfo[],
- *   errors: string[], search: string, clicks: string,
+ *   errors: ErrorEntry[], notes: string[], replaced: string, search: string, clicks: string,
  *   node_in: Record<string, string>, node_out: Record<string, string>,
  *   cut_report: Record<string, any>, code: string
  * }} Traits
@@ -30,6 +31,7 @@
  * One tensor leaf of one layer at one step, as sent by Python (hist still a reference).
  * @typedef {{
  *   key: string, layer: string, leaf: string, kind: "activation" | "gradient", step: number,
+ *   training?: boolean,
  *   shape: number[], dtype: string, numel: number,
  *   mean: number | null, std: number | null, min: number | null, max: number | null,
  *   zeros: number, nans: number, infs: number, hist: BinaryRef, lo: number, hi: number

@@ -29,6 +29,7 @@ class Series:
     kind: str
     steps: list[int] = field(default_factory=list)
     values: list[TensorStats] = field(default_factory=list)
+    training: list[bool] = field(default_factory=list)  # train/eval mode at each step, if known
 
     @property
     def latest(self) -> TensorStats:

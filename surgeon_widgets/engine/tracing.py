@@ -21,6 +21,7 @@ import torch
 from torch import fx, nn
 from torch.utils._pytree import tree_map
 
+from .guard import internal
 from .naming import Namer, UnknownNameError, base_name
 
 __all__ = [
@@ -290,14 +291,16 @@ def trace(
     if not isinstance(model, nn.Module):
         raise TypeError(f"expected an nn.Module, got {type(model).__name__}")
     try:
-        return _fx_trace(model, tracer, concrete_args)
+        with internal():  # live hooks stay out of the graph (see engine/guard.py)
+            return _fx_trace(model, tracer, concrete_args)
     except Exception as fx_error:
         first = fx_error
     reasons = [f"torch.fx: {type(first).__name__}: {first}".splitlines()[0]]
     where = _user_frame(first)
     if example_inputs is not None:
         try:
-            return _export_trace(model, example_inputs)
+            with internal():
+                return _export_trace(model, example_inputs)
         except Exception as export_error:
             reasons.append(f"torch.export: {type(export_error).__name__}: {export_error}")
             where = where or _user_frame(export_error)

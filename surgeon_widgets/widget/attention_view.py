@@ -41,6 +41,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..engine import guard
 from ..engine.attention import _fast_path_owners, attention_layers, reduce_pattern
 from ..engine.attention_intercept import AttentionRecorder, PassThroughMode
 from ..engine.registry import HookRegistry
@@ -123,6 +124,7 @@ class AttentionView:
         cost: ``cost(layer, seconds)`` after each update, so the throttle can space out
             expensive ones (recording a 4,096-token pattern takes seconds on a CPU).
         max_size: side limit of the maps sent to the browser.
+        on_failure: called with ``(layer, "attention", error)`` instead of ``on_error``.
     """
 
     def __init__(
@@ -133,8 +135,10 @@ class AttentionView:
         due: Due | None = None,
         max_size: int = 256,
         cost: Callable[[str, float], None] | None = None,
+        on_failure: Callable[[str, str, BaseException], None] | None = None,
     ) -> None:
         self.model = model
+        self.on_failure = on_failure
         self.send = send
         self.on_error = on_error
         counter = itertools.count()
@@ -176,10 +180,10 @@ class AttentionView:
         for name in wanted:
             if name not in self._attached:
                 module = self.model.get_submodule(name)
-                self.registry.forward_pre(module, _start(me, name), name=name)
+                self.registry.forward_pre(module, _start(me, name, module), name=name)
                 self.registry.forward(module, _stop(me, name), name=name, always_call=True)
                 for owner in _fast_path_owners(self.model, name):
-                    self.registry.forward_pre(owner, _pass_start(me, name), name=name)
+                    self.registry.forward_pre(owner, _pass_start(me, name, owner), name=name)
                     self.registry.forward(owner, _pass_stop(me, name), name=name, always_call=True)
         self._attached = wanted
 
@@ -294,10 +298,19 @@ def _key(name: str) -> tuple[str, int]:
     return name, threading.get_ident()
 
 
-def _start(me: weakref.ref[AttentionView], name: str):
-    def hook(_module: nn.Module, _args: Any) -> None:
+def _skip(hooked: nn.Module, target: weakref.ref[nn.Module], args: Any) -> bool:
+    """Return at once: a copy of the module (``Extract``), a trace, our own forward, or
+    ``torch.compile`` (the recorder is a torch function mode, which a compiled graph cannot take
+    on between ops; attention maps are recorded in eager forwards only)."""
+    return hooked is not target() or torch.compiler.is_compiling() or guard.inert(args)
+
+
+def _start(me: weakref.ref[AttentionView], name: str, module: nn.Module):
+    target = weakref.ref(module)
+
+    def hook(hooked: nn.Module, args: Any) -> None:
         view = me()
-        if view is not None:
+        if view is not None and not _skip(hooked, target, args):
             _guard(view, name, view._begin)
 
     return hook
@@ -312,12 +325,13 @@ def _stop(me: weakref.ref[AttentionView], name: str):
     return hook
 
 
-def _pass_start(me: weakref.ref[AttentionView], name: str):
+def _pass_start(me: weakref.ref[AttentionView], name: str, owner: nn.Module):
     """Enclosing ``nn.TransformerEncoder``: keep it off its nested-tensor fast path."""
+    target = weakref.ref(owner)
 
-    def hook(_module: nn.Module, _args: Any) -> None:
+    def hook(hooked: nn.Module, args: Any) -> None:
         view = me()
-        if view is not None:
+        if view is not None and not _skip(hooked, target, args):
             mode = PassThroughMode()
             mode.__enter__()
             view._recording.setdefault(_key(f"{name} (owner)"), []).append((mode, []))
@@ -339,8 +353,11 @@ def _guard(view: AttentionView, name: str, step: Callable[[str], None]) -> None:
     try:
         step(name)
     except Exception as error:  # never break the user's forward
-        log.warning("Explorer attention hook failed", exc_info=error)
         try:
+            if view.on_failure is not None:
+                view.on_failure(name, "attention", error)
+                return
+            log.warning("Explorer attention hook failed", exc_info=error)
             view.on_error(f"{name} (attention): {type(error).__name__}: {error}")
         except Exception:
             log.exception("Explorer on_error failed")

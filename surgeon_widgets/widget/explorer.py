@@ -19,25 +19,38 @@ from torch import nn
 
 from ..engine.naming import UnknownNameError, closest, split_call_suffix
 from ..engine.tracing import ExampleInputs
-from . import tree
+from . import ownership, tree
 from .attention_figure import attention_figure
 from .attention_tokens import normalize_tokens
 from .attention_view import AttentionView
+from .compiled import is_compiled, unwrap
 from .cut_panel import CutPanel
+from .errors import ErrorList
 from .figures import history_figure, static_png
 from .handover import Handover, messages_on_model_thread
 from .history import History, Record, Series
 from .kernel_comms import connect, main_loop_scheduler
 from .live import LiveHooks
+from .steps import StepClock
 from .transport import fit_budget, snapshot_message, stats_message
 
 __all__ = ["Explorer"]
 
 log = logging.getLogger("surgeon_widgets.explorer")
 STATIC = Path(__file__).resolve().parent.parent / "static"
-MAX_ERRORS = 50
 # Traits the browser changes whose observers touch the model: run on the model's thread.
 HANDED_OVER = frozenset({"selected", "gradients", "max_rate", "show_nodes", "node_in", "node_out"})
+REPLACED = (
+    "Replaced by a newer Explorer on this model: this one removed its hooks and stays frozen."
+)
+COMPILED = (
+    "torch.compile: layers record through torch.compiler.disable (one graph break each); "
+    "changing the selection recompiles the model. Attention maps need an eager forward."
+)
+META = (
+    "meta tensors have no values: the model is on the meta device, so selected layers get no "
+    "statistics. Build it on a real device (e.g. model.to_empty(device='cpu')) to see them."
+)
 
 
 class Explorer(CutPanel, anywidget.AnyWidget):
@@ -50,6 +63,12 @@ class Explorer(CutPanel, anywidget.AnyWidget):
     training cell runs takes effect at the model's next forward (``clicks`` says how it gets
     there: ``"subshell"``, ``"drain"``, or ``"note"``: only when the cell finishes).
 
+    A step is one forward of ``model`` (shared by every layer, gradient and attention map;
+    records also say train/eval). Forwards and traces the package runs itself are never
+    recorded, and the hooks stay out of every trace (fx, export, fake / meta tensors). One live
+    Explorer per model: a new one takes the model over and the older ones remove their hooks
+    (``replaced`` says so). ``torch.compile(model)`` works: names are the model's own.
+
     Args:
         model: any ``nn.Module`` (a model on the meta device works: nothing is allocated).
         example_inputs: a tensor, a tuple of args or a dict of kwargs; used to show output
@@ -58,7 +77,8 @@ class Explorer(CutPanel, anywidget.AnyWidget):
 
     Synced traits (types, defaults and wire form in ``js/PROTOCOL.md``): ``rows`` (the tree),
     ``shapes``, ``show_nodes``, ``nodes_error``, ``selected``, ``gradients``, ``max_rate``
-    (10.0), ``hooks`` (active hooks), ``errors`` (from our hooks), ``search``, ``clicks``; the
+    (10.0), ``hooks`` (active hooks), ``errors`` (merged readable entries, see
+    :mod:`.errors`; ``clear_errors()``), ``notes``, ``replaced``, ``search``, ``clicks``; the
     cut panel's ``node_in``, ``node_out``, ``cut_report`` and ``code`` (see :mod:`.cut_panel`:
     ``submodel()``, ``apply_fix()``, ``to_cell()``).
 
@@ -85,7 +105,9 @@ class Explorer(CutPanel, anywidget.AnyWidget):
     gradients = t.Bool(False).tag(sync=True)
     max_rate = t.Float(10.0).tag(sync=True)
     hooks = t.List(t.Dict()).tag(sync=True)
-    errors = t.List(t.Unicode()).tag(sync=True)
+    errors = t.List(t.Dict()).tag(sync=True)
+    notes = t.List(t.Unicode()).tag(sync=True)
+    replaced = t.Unicode("").tag(sync=True)
     search = t.Unicode("").tag(sync=True)
     clicks = t.Unicode("").tag(sync=True)  # how clicks reach a running cell: see kernel_comms
 
@@ -109,7 +131,8 @@ class Explorer(CutPanel, anywidget.AnyWidget):
                 f"Explorer got an unknown argument {key!r}"
                 + (f"; did you mean {hint[0]!r}?" if hint else f"; it takes {options}")
             )
-        self._model = model
+        self._watched = model  # what the user calls: the root of a step (a compiled wrapper)
+        model = self._model = unwrap(model)  # names, hooks and traces: the model's own
         self._example_inputs = example_inputs
         self._module_rows = tree.module_rows(model)
         self._layers = [r["name"] for r in self._module_rows]
@@ -117,8 +140,13 @@ class Explorer(CutPanel, anywidget.AnyWidget):
         self._node_rows: list[dict] | None = None
         self._history = History()
         self._lock = threading.Lock()
-        self._handover = Handover(model, main_loop_scheduler())
-        self._live = LiveHooks(model, self._on_records, self._on_error, max_rate)
+        self._handover = Handover(self._watched, main_loop_scheduler())
+        self._errors = ErrorList(self._publish_errors)
+        self._clock = StepClock(self._watched, attached=False)  # counts while layers are hooked
+        self._live = LiveHooks(
+            model, self._on_records, self._on_error, max_rate, clock=self._clock,
+            on_meta=self._on_meta, on_failure=self._errors.hook_failed,
+        )  # fmt: skip
         # Attention layers among the selected also get heatmaps; same max_rate throttle.
         self._attention = AttentionView(
             model,
@@ -126,8 +154,15 @@ class Explorer(CutPanel, anywidget.AnyWidget):
             self._on_error,
             lambda name: self._live.due((name, "attention")),
             cost=self._attention_cost,
+            on_failure=self._errors.hook_failed,
         )
-        super().__init__(rows=self._module_rows, gradients=gradients, max_rate=max_rate)
+        notes = [COMPILED] if is_compiled(self._watched) else []
+        super().__init__(
+            rows=self._module_rows, gradients=gradients, max_rate=max_rate, notes=notes
+        )
+        previous = ownership.claim(model, self)
+        if previous is not None:
+            previous._replaced_by_newer()
         self.on_msg(messages_on_model_thread(self._handover, self._on_msg, frozenset({"hello"})))
         self.clicks = connect(self, self._handover)
         if example_inputs is not None:
@@ -218,18 +253,29 @@ class Explorer(CutPanel, anywidget.AnyWidget):
         """Deselect everything, which removes every hook of this widget."""
         self.selected = []
 
+    def clear_errors(self) -> None:
+        """Empty the error list (the view's "Clear" button does the same)."""
+        self._errors.clear()
+
     def close(self) -> None:
         """Remove every hook, then close the widget."""
-        live = getattr(self, "_live", None)
-        if live is not None:
-            live.close()
-        attention = getattr(self, "_attention", None)
-        if attention is not None:
-            attention.close()
-        handover = getattr(self, "_handover", None)
-        if handover is not None:
-            handover.close()
+        self._remove_hooks()
+        model = getattr(self, "_model", None)
+        if model is not None:
+            ownership.release(model, self)
         super().close()
+
+    def _remove_hooks(self) -> None:
+        for part in ("_live", "_attention", "_clock", "_handover"):
+            hooks = getattr(self, part, None)
+            if hooks is not None:
+                hooks.close()
+
+    def _replaced_by_newer(self) -> None:
+        """A newer Explorer took this model over: remove every hook, say so, keep the history."""
+        self._remove_hooks()
+        self.replaced = REPLACED
+        self.hooks = []
 
     def __del__(self) -> None:
         self.close()  # ipywidgets' own __del__ closes too; ours also removes the hooks
@@ -274,6 +320,8 @@ class Explorer(CutPanel, anywidget.AnyWidget):
 
     @t.observe("selected", "gradients")
     def _selection_changed(self, change: Any) -> None:
+        if self.replaced:  # a newer Explorer owns the model now
+            return
         modules = []
         for name in self.selected:
             if name in self._layer_set:
@@ -282,8 +330,14 @@ class Explorer(CutPanel, anywidget.AnyWidget):
                 self._on_error(_node_message(name, self._layer_set))
             else:
                 self._on_error(f"unknown layer {name!r} selected; it was ignored")
+        if modules:
+            self._clock.attach()
+        else:
+            self._clock.close()
         self._live.sync(modules, self.gradients)
         self._attention.sync(modules)
+        if modules and any(p.is_meta for p in self._model.parameters()):
+            self._on_meta(modules[0])
         kinds = ["forward", "gradient"] if self.gradients else ["forward"]
         self.hooks = [{"name": n, "kind": k} for n in self._live.attached for k in kinds] + [
             {"name": n, "kind": "attention"} for n in self._attention.attached
@@ -317,11 +371,23 @@ class Explorer(CutPanel, anywidget.AnyWidget):
         self.send(content, buffers)
 
     def _on_error(self, message: str) -> None:
+        self._errors.add(message)
+
+    def _publish_errors(self, entries: list[dict]) -> None:
         with self._lock:
-            if message in self.errors:
-                return
-            self.errors = [*self.errors, message][-MAX_ERRORS:]
-        log.warning("Explorer: %s", message)
+            self.errors = entries
+
+    def _on_meta(self, layer: str) -> None:
+        if META not in self.notes:
+            self.notes = [*self.notes, META]
+
+    def set_state(self, sync_data: dict) -> None:
+        """A value from the view the trait refuses (``max_rate=-3``) is shown, not only logged."""
+        try:
+            super().set_state(sync_data)
+        except t.TraitError as error:
+            self._errors.add(f"refused from the view: {error}", detail=repr(sync_data))
+            self.send_state(list(sync_data))  # the view goes back to the valid value
 
     def _on_msg(self, widget: Any, content: Any, buffers: Any) -> None:
         kind = content.get("type") if isinstance(content, dict) else None
@@ -333,6 +399,8 @@ class Explorer(CutPanel, anywidget.AnyWidget):
             self._attention.resend()
         elif kind == "remove_all_hooks":
             self.remove_all_hooks()
+        elif kind == "clear_errors":
+            self.clear_errors()
         elif kind is not None and self._cut_on_msg(content):
             pass
         elif kind == "attention_batch":
@@ -353,7 +421,8 @@ class Explorer(CutPanel, anywidget.AnyWidget):
             self.shapes = tree.output_shapes(self._model, self._example_inputs)
         except Exception as error:
             self._on_error(
-                f"could not run the model on example_inputs to get shapes: "
+                "could not run the model on example_inputs to show output shapes (the tree "
+                "works without them; check the inputs' shapes and device): "
                 f"{type(error).__name__}: {error}"
             )
 

@@ -25,7 +25,11 @@ __all__ = ["History", "Record", "Series"]
 
 @dataclass(frozen=True)
 class Record:
-    """Stats of one tensor leaf (``key`` = ``layer/leaf``) of one layer at one step."""
+    """Stats of one tensor leaf (``key`` = ``layer/leaf``) of one layer at one step.
+
+    ``step`` is the index of the watched model's forward (shared by every layer and kind);
+    ``training`` is the model's mode in that forward.
+    """
 
     key: str
     layer: str
@@ -33,6 +37,7 @@ class Record:
     kind: str  # "activation" or "gradient"
     step: int
     stats: TensorStats
+    training: bool = True
 
 
 class History:
@@ -75,6 +80,7 @@ class History:
                 head.kind,
                 [r.step for r in recs],
                 [r.stats for r in recs],
+                [r.training for r in recs],
             )
         return dict(sorted(out.items(), key=lambda kv: kv[1].kind != "activation"))
 

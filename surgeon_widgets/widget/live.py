@@ -12,6 +12,13 @@ tensors on a slow device update less often instead of slowing training down. ``m
 updates on every call. Errors inside our hooks go to ``on_error`` and the log; the user's
 forward and backward go on.
 
+Every hook first checks :func:`~surgeon_widgets.engine.guard.inert`: under fx / export /
+functorch / fake tensors and inside the package's own forwards it returns at once, so traces
+of the model never contain our ops. It also ignores copies of the hooked module (``Extract``
+copies modules, hooks included). Under ``torch.compile`` the hook body runs through
+``torch.compiler.disable``: the reduction stays out of the user's graph. The step of a record
+is the :class:`~.steps.StepClock`'s (one forward of the watched model), with its train/eval mode.
+
 >>> import torch
 >>> from torch import nn
 >>> model = nn.Sequential(nn.Linear(2, 2))
@@ -35,12 +42,15 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..engine import guard
 from ..engine.inspect import iter_tensors
 from ..engine.registry import HookRegistry
 from ..engine.stats import tensor_stats
+from .compiled import compile_safe
 from .history import Record
+from .steps import StepClock
 
-__all__ = ["LiveHooks", "leaf_label"]
+__all__ = ["LiveHooks", "leaf_label", "meta_values"]
 
 MAX_WAIT = 1.0  # seconds: the longest the time budget may hold an update back
 
@@ -63,9 +73,12 @@ class LiveHooks:
     Args:
         model: the model whose submodules are hooked (names as in ``get_layers``).
         sink: called with the records of one layer's update (from inside the hook).
-        on_error: called with a message when our hook fails.
+        on_error: called with a message when our hook fails (unless ``on_failure`` is given).
         max_rate: most updates a second per layer and kind; ``0`` means every call.
         budget: with ``max_rate > 0``, the largest share of wall time spent on reductions.
+        clock: the shared :class:`StepClock` (default: one on ``model``, owned by these hooks).
+        on_meta: called with the layer name when a hooked layer ran on meta tensors.
+        on_failure: called with ``(layer, kind, error)`` instead of ``on_error``.
     """
 
     def __init__(
@@ -75,16 +88,22 @@ class LiveHooks:
         on_error: Callable[[str], None],
         max_rate: float = 10.0,
         budget: float = 0.02,
+        clock: StepClock | None = None,
+        on_meta: Callable[[str], None] | None = None,
+        on_failure: Callable[[str, str, BaseException], None] | None = None,
     ) -> None:
+        self.on_failure = on_failure
         self.model = model
         self.sink = sink
         self.on_error = on_error
+        self.on_meta = on_meta
+        self._own_clock = clock is None
+        self.clock = clock if clock is not None else StepClock(model)
         self.max_rate = max_rate
         self.gradients = False
         self.registry = HookRegistry("Explorer")
         self._grad_hooks = HookRegistry("Explorer gradients")
         self._attached: set[str] = set()
-        self._steps: dict[tuple[str, str], int] = {}
         self._last: dict[tuple[str, str], float] = {}
         self._cost: dict[tuple[str, str], float] = {}  # seconds the last update took
         self.budget = budget
@@ -105,7 +124,7 @@ class LiveHooks:
         me = weakref.ref(self)  # hooks must not keep the widget alive
         for name in sorted(wanted - self._attached):
             module = self.model.get_submodule(name)
-            self.registry.forward(module, _forward_hook(me, name), name=name)
+            self.registry.forward(module, _forward_hook(me, name, module), name=name)
         self._attached = wanted
 
     def close(self) -> None:
@@ -113,20 +132,21 @@ class LiveHooks:
         self.registry.remove()
         self._grad_hooks.remove()
         self._attached = set()
+        if self._own_clock:
+            self.clock.close()
 
     def __del__(self) -> None:
         self.close()
 
     def due(self, key: tuple[str, str]) -> tuple[bool, int]:
-        """Count one call for ``key`` = ``(name, kind)``; is an update due? Also the step.
+        """Is an update of ``key`` = ``(name, kind)`` due? Also the step (the clock's).
 
         With ``max_rate > 0`` an update is due at most ``max_rate`` times a second, and no more
         often than keeps the time spent reducing under ``budget`` of the wall time (shared by
         every hooked key), so slow reductions of big tensors update less often, but still at
         least once every ``MAX_WAIT`` seconds: a live view must stay live.
         """
-        step = self._steps.get(key, -1) + 1
-        self._steps[key] = step
+        step = max(self.clock.step, 0)
         if self.max_rate > 0:
             now = time.monotonic()
             keys = len(self._attached) * (2 if self.gradients else 1)
@@ -137,13 +157,22 @@ class LiveHooks:
             self._last[key] = now
         return True, step
 
-    def report(self, key: tuple[str, str], name: str, step: int, base: str, value: Any) -> None:
+    def report(
+        self,
+        key: tuple[str, str],
+        name: str,
+        step: int,
+        base: str,
+        value: Any,
+        training: bool | None = None,
+    ) -> None:
         """Reduce every tensor leaf of ``value`` (layer ``name``) and hand records to the sink."""
         kind = key[1]
+        mode = self.clock.training if training is None else training
         start = time.perf_counter()
         try:
             records = [
-                Record(f"{name}/{leaf}", name, leaf, kind, step, tensor_stats(t))
+                Record(f"{name}/{leaf}", name, leaf, kind, step, tensor_stats(t), mode)
                 for label, t in iter_tensors(value)
                 for leaf in [leaf_label(base, label)]
             ]
@@ -158,12 +187,18 @@ class LiveHooks:
         self._cost[key] = seconds
 
     def fail(self, name: str, kind: str, error: BaseException) -> None:
-        message = f"{name} ({kind}): {type(error).__name__}: {error}"
-        log.warning("Explorer hook failed: %s", message, exc_info=error)
         try:
-            self.on_error(message)
+            if self.on_failure is not None:
+                self.on_failure(name, kind, error)
+            else:
+                log.warning("Explorer hook failed on %s (%s)", name, kind, exc_info=error)
+                self.on_error(f"{name} ({kind}): {type(error).__name__}: {error}")
         except Exception:
             log.exception("Explorer on_error failed")
+
+    def meta(self, name: str) -> None:
+        if self.on_meta is not None:
+            self.on_meta(name)
 
     def watch_gradients(self, name: str, output: Any) -> None:
         """Put a gradient hook on every leaf of ``output`` that will get a gradient."""
@@ -172,16 +207,29 @@ class LiveHooks:
         if sum(1 for _, n in self._grad_hooks.list() if n == name) >= MAX_PENDING_GRAD_HOOKS:
             self._grad_hooks.remove(name)
         me = weakref.ref(self)
+        step, training = max(self.clock.step, 0), self.clock.training  # of this forward
         for label, t in iter_tensors(output):
             if t.requires_grad:
                 leaf = leaf_label("grad_output", label)
-                self._grad_hooks.tensor(t, _grad_hook(me, name, leaf), name=name)
+                hook = _grad_hook(me, name, leaf, step, training)
+                self._grad_hooks.tensor(t, hook, name=name)
 
 
-def _forward_hook(me: weakref.ref[LiveHooks], name: str):
-    def hook(module: nn.Module, args: Any, output: Any) -> None:
+def meta_values(value: Any) -> bool:
+    """Does ``value`` hold a meta tensor (outside any trace: a model built on ``meta``)?"""
+    return any(t.is_meta for _, t in iter_tensors(value))
+
+
+def _forward_hook(me: weakref.ref[LiveHooks], name: str, module: nn.Module):
+    target = weakref.ref(module)
+
+    def observe(hooked: nn.Module, args: Any, output: Any) -> None:
         live = me()
-        if live is None:
+        if live is None or hooked is not target():
+            return
+        if guard.inert(output):
+            if not guard.is_internal() and not guard.tracing() and meta_values(output):
+                live.meta(name)
             return
         try:
             due, step = live.due((name, "activation"))
@@ -192,19 +240,19 @@ def _forward_hook(me: weakref.ref[LiveHooks], name: str):
         except Exception as error:
             live.fail(name, "activation", error)
 
-    return hook
+    return compile_safe(observe)
 
 
-def _grad_hook(me: weakref.ref[LiveHooks], name: str, leaf: str):
+def _grad_hook(me: weakref.ref[LiveHooks], name: str, leaf: str, step: int, training: bool):
     def hook(grad: torch.Tensor) -> None:
         live = me()
-        if live is None or not live.gradients:
+        if live is None or not live.gradients or guard.inert(grad):
             return
         try:
             key = (f"{name}/{leaf}", "gradient")
-            due, step = live.due(key)
+            due, _ = live.due(key)
             if due:
-                live.report(key, name, step, leaf, grad)
+                live.report(key, name, step, leaf, grad, training)
         except Exception as error:
             live.fail(name, "gradient", error)
 

@@ -40,6 +40,7 @@ def item(record: Record, buffer: int) -> dict:
         "leaf": record.leaf,
         "kind": record.kind,
         "step": record.step,
+        "training": record.training,
         "shape": list(s.shape),
         "dtype": s.dtype,
         "numel": s.numel,

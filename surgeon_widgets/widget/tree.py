@@ -18,6 +18,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..engine import guard
 from ..engine.inspect import iter_tensors
 from ..engine.module_tree import module_rows
 from ..engine.registry import HookRegistry
@@ -109,6 +110,7 @@ def output_shapes(model: nn.Module, example_inputs: ExampleInputs) -> dict[str, 
     """Run ``model`` once (no grad) and return ``{name: {shape, dtype}}`` of each module's output.
 
     The first tensor leaf of the first call is shown; modules that did not run are left out.
+    The forward runs inside :func:`~surgeon_widgets.engine.guard.internal`: no live view sees it.
     """
     shapes: dict[str, dict] = {}
 
@@ -120,7 +122,7 @@ def output_shapes(model: nn.Module, example_inputs: ExampleInputs) -> dict[str, 
 
         return hook
 
-    with HookRegistry("Explorer shapes") as hooks, torch.no_grad():
+    with HookRegistry("Explorer shapes") as hooks, torch.no_grad(), guard.internal():
         for name, module in list(model.named_modules())[1:]:
             hooks.forward(module, record(name), name=name)
         call_model(model, example_inputs)

@@ -25,3 +25,11 @@ export function statsText(it) {
     `shape [${it.shape.join(", ")}] ${it.dtype}`,
   ].join(" ");
 }
+
+/**
+ * " · train" / " · eval" for items that say which mode the model was in ("" for older items).
+ * @param {{ training?: boolean }} it
+ */
+export function modeText(it) {
+  return it.training === undefined ? "" : it.training ? " · train" : " · eval";
+}

@@ -3,7 +3,7 @@
 
 import { cssVar, h } from "../dom.js";
 import { drawHeat, drawHistogram } from "./draw.js";
-import { num, statsText } from "./format.js";
+import { modeText, num, statsText } from "./format.js";
 
 /** @typedef {import("./store.js").HistoryStore} HistoryStore */
 
@@ -71,7 +71,7 @@ export class LayerPanels {
       const block = this.leafBlock(panel, key, it.layer, it.leaf);
       const c = it.kind === "gradient" ? gradColor : color;
       const q = (/** @type {string} */ s) => /** @type {HTMLElement} */ (block.querySelector(s));
-      q(".sw-leaf-title").textContent = `${it.leaf} · ${it.kind} · step ${it.step}`;
+      q(".sw-leaf-title").textContent = `${it.leaf} · ${it.kind} · step ${it.step}${modeText(it)}`;
       drawHistogram(/** @type {HTMLCanvasElement} */ (q(".sw-hist")), it.counts, { ...HIST, color: c });
       drawHeat(/** @type {HTMLCanvasElement} */ (q(".sw-heat")), this.store.history(key), { ...HEAT, color: c });
       q(".sw-lo").textContent = num(it.lo);

@@ -1,9 +1,21 @@
-// Active hooks, errors raised inside our hooks, and the "Remove all hooks" button.
+// Active hooks, the "replaced by a newer Explorer" notice, notes, and the error list (merged
+// entries with a count, the detail on hover and in a <details>, a Clear button).
 
 import { h } from "../dom.js";
 
 /** @typedef {import("../types.js").Model} Model */
+/** @typedef {import("../types.js").ErrorEntry} ErrorEntry */
 /** @typedef {import("../dom.js").Disposer} Disposer */
+
+/**
+ * One readable line per entry; repeats show as "×N".
+ * @param {ErrorEntry | string} e
+ * @returns {{ text: string, count: number, detail: string }}
+ */
+export function errorLine(e) {
+  if (typeof e === "string") return { text: e, count: 1, detail: "" };
+  return { text: e.text, count: e.count ?? 1, detail: e.detail && e.detail !== e.text ? e.detail : "" };
+}
 
 export class HooksPanel {
   /**
@@ -12,32 +24,52 @@ export class HooksPanel {
    */
   constructor(model, d) {
     this.model = model;
+    this.replaced = h("p", { class: "sw-replaced", role: "status" });
+    this.notes = h("ul", { class: "sw-notes" });
     this.title = h("h3", { class: "sw-hooks-title" });
     this.list = h("ul", { class: "sw-hooks-list" });
     this.button = h("button", { type: "button", class: "sw-button sw-remove-hooks", text: "Remove all hooks" });
     this.errors = h("ul", { class: "sw-errors", role: "alert" });
-    this.el = h("div", { class: "sw-hooks" }, [
-      h("div", { class: "sw-hooks-head" }, [this.title, this.button]),
-      this.list,
+    this.clear = h("button", { type: "button", class: "sw-button sw-clear-errors", text: "Clear errors" });
+    this.errorBox = h("div", { class: "sw-error-box" }, [
+      h("div", { class: "sw-hooks-head" }, [h("h3", { class: "sw-errors-title", text: "Errors" }), this.clear]),
       this.errors,
     ]);
+    this.el = h("div", { class: "sw-hooks" }, [
+      this.replaced,
+      this.notes,
+      h("div", { class: "sw-hooks-head" }, [this.title, this.button]),
+      this.list,
+      this.errorBox,
+    ]);
     d.listen(this.button, "click", () => model.send({ type: "remove_all_hooks" }));
-    d.onModel(model, "change:hooks", () => this.paint());
-    d.onModel(model, "change:errors", () => this.paint());
-    d.onModel(model, "change:selected", () => this.paint());
+    d.listen(this.clear, "click", () => model.send({ type: "clear_errors" }));
+    for (const trait of ["hooks", "errors", "selected", "notes", "replaced"]) {
+      d.onModel(model, `change:${trait}`, () => this.paint());
+    }
     this.paint();
   }
 
   paint() {
+    const replaced = this.model.get("replaced") ?? "";
+    this.replaced.textContent = replaced;
+    this.replaced.hidden = !replaced;
+    const notes = this.model.get("notes") ?? [];
+    this.notes.replaceChildren(...notes.map((n) => h("li", { text: n })));
+    this.notes.hidden = notes.length === 0;
     const hooks = this.model.get("hooks") ?? [];
     this.title.textContent = `Active hooks (${hooks.length})`;
     this.list.replaceChildren(...hooks.map((k) => h("li", {}, [
       h("span", { class: "sw-hook-name", text: k.name }),
       h("span", { class: "sw-hook-kind", text: k.kind }),
     ])));
-    this.button.disabled = hooks.length === 0 && (this.model.get("selected") ?? []).length === 0;
-    const errors = this.model.get("errors") ?? [];
-    this.errors.replaceChildren(...errors.map((e) => h("li", { text: e })));
-    this.errors.hidden = errors.length === 0;
+    this.button.disabled = Boolean(replaced) || (hooks.length === 0 && (this.model.get("selected") ?? []).length === 0);
+    const errors = (this.model.get("errors") ?? []).map(errorLine);
+    this.errors.replaceChildren(...errors.map((e) => h("li", { class: "sw-error", title: e.detail || e.text }, [
+      h("span", { class: "sw-error-text", text: e.text }),
+      ...(e.count > 1 ? [h("span", { class: "sw-error-count", text: ` ×${e.count}` })] : []),
+      ...(e.detail ? [h("details", { class: "sw-error-detail" }, [h("summary", { text: "detail" }), h("pre", { text: e.detail })])] : []),
+    ])));
+    this.errorBox.hidden = errors.length === 0;
   }
 }
