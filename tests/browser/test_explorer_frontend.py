@@ -354,3 +354,39 @@ def test_clicks_note_shows_only_where_clicks_wait_for_the_cell(harness):
             page.screenshot(path=os.path.join(shots, f"clicks_note_light_{theme}.png"))
     page.evaluate("() => window.harness.model().set('clicks', 'drain')")
     assert not note.is_visible()
+
+
+def test_error_list_clear_button_replaced_notice_and_mode(harness, tmp_path):
+    page = harness
+    entry = {"text": "layer2: the activation statistics failed (RuntimeError: boom); the model "
+             "ran on unharmed. Deselect layer2 to stop retrying, or report it with the detail.",
+             "layer": "layer2", "count": 7, "detail": "RuntimeError: boom\n  torch detail",
+             "key": "k"}  # fmt: skip
+    mount(page, rows=ROWS, selected=["layer2"], errors=[entry], notes=[],
+          replaced="Replaced by a newer Explorer on this model: this one removed its hooks.")  # fmt: skip
+    page.evaluate(
+        "([c, a]) => window.harness.inject(c, a)",
+        [{"type": "stats", "items": [{**item(step=4), "training": False}]},
+         [{"dtype": "float32", "values": COUNTS}]],
+    )  # fmt: skip
+    errors = page.locator(".sw-errors li")
+    assert errors.count() == 1 and "×7" in errors.inner_text()
+    assert "Deselect layer2" in errors.inner_text()
+    assert page.locator(".sw-replaced").is_visible()
+    assert "Replaced by a newer Explorer" in page.inner_text(".sw-replaced")
+    assert page.get_by_role("button", name="Remove all hooks").is_disabled()
+    assert "step 4 · eval" in page.inner_text(".sw-leaf-title")
+    page.locator(".sw-explorer").screenshot(path=str(tmp_path / "errors-light.png"))
+    page.evaluate("() => document.body.setAttribute('data-jp-theme-light', 'false')")
+    page.locator(".sw-explorer").screenshot(path=str(tmp_path / "errors-dark.png"))
+    page.evaluate("() => document.body.removeAttribute('data-jp-theme-light')")
+    page.get_by_role("button", name="Clear errors").click()
+    assert sent(page)[-1] == {"type": "clear_errors"}
+    page.evaluate("() => window.harness.model().set('errors', [])")
+    assert not page.locator(".sw-errors").is_visible()
+
+    page.locator(".sw-rate").fill("-3")
+    page.locator(".sw-rate").dispatch_event("change")
+    assert page.locator(".sw-rate-refused").is_visible()
+    assert "must be ≥ 0" in page.inner_text(".sw-rate-refused")
+    assert model(page, "max_rate") == 10
