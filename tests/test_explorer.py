@@ -318,7 +318,8 @@ def test_hook_error_is_reported_and_forward_unharmed(make, monkeypatch, caplog):
     with caplog.at_level("WARNING"):
         y = model(x)
     torch.testing.assert_close(y, model.layer3(model.layer2(model.layer1(x))))
-    assert [(e["layer"], e["count"]) for e in ex.errors] == [("layer2", 1)]
+    # two failures merged: the forward, then layer2 again in the reference computation
+    assert [(e["layer"], e["count"]) for e in ex.errors] == [("layer2", 2)]
     assert (
         "layer2: the activation statistics failed (RuntimeError: reduction exploded)"
         in (ex.errors[0]["text"])

@@ -7,9 +7,11 @@ mode. Forwards the package runs itself (:func:`~surgeon_widgets.engine.guard.int
 traces (fx, export, fake or meta values) never count.
 
 For a ``torch.compile``'d model the hook sits on the compiled wrapper, outside the compiled
-region, so it costs no graph break. While the forward runs, dynamo's hook guards are switched on
-(``skip_nnmodule_hook_guards=False``), so adding or removing a layer's hook recompiles the
-model instead of being silently ignored.
+region, so it costs no graph break. A clock switches dynamo's hook guards on for the process
+(``torch._dynamo.config.skip_nnmodule_hook_guards = False``; dynamo's default skips them and
+then runs whichever hooks a module had when it was first compiled, for every module of that
+class), so adding or removing a layer's hook recompiles instead of being silently ignored.
+Given a compiled wrapper, it also drops dynamo's code compiled before (``torch.compiler.reset``).
 
 Other parts may run code on the model thread at the start of each forward (e.g. trait changes
 posted from another thread) with their own root pre-hook; the clock does not depend on order.
@@ -53,7 +55,7 @@ class StepClock:
         self.training = unwrap(model).training
         self.compiled = is_compiled(model)
         self.registry = HookRegistry("Explorer steps")
-        self._patches: list[Any] = []
+        torch._dynamo.config.skip_nnmodule_hook_guards = False
         if self.compiled:
             # Code compiled before now has no guards on hooks and would skip ours: recompile.
             torch.compiler.reset()
@@ -64,33 +66,20 @@ class StepClock:
         """Count forwards from now on (the Explorer attaches while any layer is selected)."""
         if len(self.registry):
             return
-        me = weakref.ref(self)
-        self.registry.forward_pre(self.model, _tick(me), name="", with_kwargs=True)
-        if self.compiled:
-            self.registry.forward(self.model, _tock(me), name="", always_call=True)
+        self.registry.forward_pre(self.model, _tick(weakref.ref(self)), name="", with_kwargs=True)
 
     def close(self) -> None:
         """Stop counting (remove the hooks); ``attach()`` resumes."""
         self.registry.remove()
-        while self._patches:
-            self._patches.pop().__exit__(None, None, None)
 
     def __del__(self) -> None:
         self.close()
 
     def _tick(self, module: nn.Module, args: Any, kwargs: Any) -> None:
-        if self.compiled and not guard.is_internal():
-            patch = torch._dynamo.config.patch(skip_nnmodule_hook_guards=False)
-            patch.__enter__()
-            self._patches.append(patch)
         if guard.inert(args, kwargs):
             return
         self.step += 1
         self.training = unwrap(module).training
-
-    def _tock(self) -> None:
-        if self._patches:
-            self._patches.pop().__exit__(None, None, None)
 
 
 def _tick(me: weakref.ref[StepClock]):
@@ -100,12 +89,3 @@ def _tick(me: weakref.ref[StepClock]):
             clock._tick(module, args, kwargs)
 
     return compile_safe(observe)  # eager unless the user compiled a model around this one
-
-
-def _tock(me: weakref.ref[StepClock]):
-    def hook(_module: nn.Module, _args: Any, _output: Any) -> None:
-        clock = me()
-        if clock is not None:
-            clock._tock()
-
-    return hook
