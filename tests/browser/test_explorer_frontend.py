@@ -362,8 +362,8 @@ def test_error_list_clear_button_replaced_notice_and_mode(harness, tmp_path):
              "ran on unharmed. Deselect layer2 to stop retrying, or report it with the detail.",
              "layer": "layer2", "count": 7, "detail": "RuntimeError: boom\n  torch detail",
              "key": "k"}  # fmt: skip
-    mount(page, rows=ROWS, selected=["layer2"], errors=[entry], notes=[],
-          replaced="Replaced by a newer Explorer on this model: this one removed its hooks.")  # fmt: skip
+    replaced = "Replaced by a newer Explorer on this model: this one removed its hooks."
+    mount(page, rows=ROWS, selected=["layer2"], errors=[entry], notes=[], replaced=replaced)
     page.evaluate(
         "([c, a]) => window.harness.inject(c, a)",
         [{"type": "stats", "items": [{**item(step=4), "training": False}]},
