@@ -18,12 +18,21 @@ from torch import fx, nn
 
 from .mincut import min_vertex_cut
 from .naming import NameSpec, UnknownNameError, normalize_spec
-from .surgery import find_leaks, input_identifier, is_kept, prune, replace_inputs, select_outputs
-from .tracing import NAME, ExampleInputs, Trace, TracingError, trace
+from .surgery import (
+    find_leaks,
+    input_identifier,
+    is_kept,
+    mutation_readers,
+    prune,
+    replace_inputs,
+    select_outputs,
+)
+from .tracing import NAME, ExampleInputs, Trace, TracingError, is_internal_node, trace
 
 __all__ = ["CutReport", "analyze_cut", "suggest_fix"]
 
 _OPS = ("call_module", "call_function", "call_method")
+_TEMPORARY = "__surgeon_cut_"
 
 
 @dataclass(frozen=True)
@@ -116,7 +125,7 @@ def analyze_cut(
         return dataclasses.replace(base, problems=(*problems, f"the cut fails: {error}"))
     problems += _input_name_problems(inputs)
     repairable = leaks and not problems
-    fix = _fix(traced, [n for n, _ in ins], [n for n, _ in outs]) if repairable else None
+    fix = _fix(traced, ins, outs, node_out) if repairable else None
     return dataclasses.replace(
         base,
         inputs=inputs,
@@ -155,30 +164,65 @@ def suggest_fix(
     (['stem'], [])
     """
     traced = _trace(model_or_trace, example_inputs)
-    ins = [traced.resolve(name, "node_in") for name, _ in normalize_spec(node_in, "node_in")]
-    outs = [] if node_out is None else [n for n, _ in _resolve(traced, node_out, "node_out", None)]
-    return _fix(traced, ins, outs)
+    ins = [(traced.resolve(name, "node_in"), key) for name, key in normalize_spec(node_in, "node_in")]
+    outs = [] if node_out is None else _resolve(traced, node_out, "node_out", None)
+    return _fix(traced, ins, outs, node_out)
 
 
-def _fix(traced: Trace, ins: list[fx.Node], outs: list[fx.Node]) -> list[str] | None:
-    """Min vertex cut between the original inputs and every node the cut model computes
-    (the outputs, and side-effecting nodes that Extract's dead-code pass keeps)."""
-    graph = traced.graph
-    outs = outs or _output_nodes(graph)
+_FIX_ROUNDS = 4
+
+
+def _fix(
+    traced: Trace,
+    ins: list[tuple[fx.Node, str]],
+    outs: list[tuple[fx.Node, str]],
+    node_out: NameSpec | None,
+) -> list[str] | None:
+    """Extra ``node_in`` names that end every leak, checked by running Extract's own passes.
+
+    Each round takes a min vertex cut on the cut graph (after Extract's passes, so shape reads
+    already come from the new inputs) and checks the result the same way; the answer is then
+    made minimal by dropping any name the cut does not need.
+    """
+    chosen: list[fx.Node] = []
+    for _ in range(_FIX_ROUNDS):
+        pairs = ins + [(n, n.meta[NAME]) for n in chosen]
+        graph, _, leaks = _cut_graph(traced, pairs, outs, "x", node_out)
+        if not leaks:
+            break
+        more = _min_cut(graph)
+        if not more:
+            return None
+        chosen += [traced.resolve(name, "node_in") for name in more]
+    else:
+        return None
+    for node in list(chosen):  # minimal: drop what the others make unnecessary
+        rest = [n for n in chosen if n is not node]
+        pairs = ins + [(n, n.meta[NAME]) for n in rest]
+        if not _cut_graph(traced, pairs, outs, "x", node_out)[2]:
+            chosen = rest
+    return [n.meta[NAME] for n in chosen]
+
+
+def _min_cut(graph: fx.Graph) -> list[str] | None:
+    """Min vertex cut between the cut graph's original inputs and every node it computes
+    (the outputs, and the side effects Extract's dead-code pass keeps)."""
+    output = next(n for n in graph.nodes if n.op == "output")
+    outs = output.all_input_nodes
     nodes = [n for n in graph.nodes if n.op != "output"]
-    below = _descendants(ins)
+    new = [n for n in nodes if n.op == "placeholder" and n.name.startswith(_TEMPORARY)]
+    below = _descendants(new) | set(new)
 
     def cost(node: fx.Node) -> int | None:
-        if node in ins:
-            return 0
-        fixed = node.op == "placeholder" or node in outs or node in below
-        return None if fixed or NAME not in node.meta else 1
+        fixed = node.op in ("placeholder", "get_attr") or node in outs or node in below
+        hidden = NAME not in node.meta or is_internal_node(node)
+        return None if fixed or hidden else 1
 
-    sources = [n for n in nodes if n.op == "placeholder" and n not in ins]
-    # Extract's dead-code pass (``eliminate_dead_code``) keeps impure nodes and what they read.
+    sources = [n for n in nodes if n.op == "placeholder" and n not in new]
     kept = [n for n in nodes if n.op in _OPS and is_kept(n)]
-    sinks = [n for n in [*outs, *kept] if n not in ins]
-    preds = {n: n.all_input_nodes for n in nodes}
+    sinks = [n for n in [*outs, *kept] if n not in new]
+    extra = mutation_readers(graph)
+    preds = {n: [*n.all_input_nodes, *extra.get(n, ())] for n in nodes}
     cut = min_vertex_cut(preds, sources, sinks, {n: cost(n) for n in nodes})
     return None if cut is None else [n.meta[NAME] for n in cut]
 
@@ -293,7 +337,10 @@ def _cut_graph(
     originals = [n for n in graph.nodes if n.op == "placeholder"]
     if node_out is not None:
         select_outputs(graph, node_out, [copies[n] for n, _ in outs], [k for _, k in outs], False)
-    temporary = {f"__surgeon_cut_{i}": input_identifier(key) for i, (_, key) in enumerate(ins)}
+    temporary = {
+        f"{_TEMPORARY}{i}": input_identifier(key)
+        for i, (_, key) in enumerate(ins)
+    }
     if node_in is not None:
         replace_inputs(graph, [copies[n] for n, _ in ins], list(temporary))
     prune(graph)

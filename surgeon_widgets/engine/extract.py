@@ -9,11 +9,14 @@ from typing import Any
 import torch  # noqa: F401  (used by the doctest)
 from torch import fx, nn
 
+from torch.utils._pytree import tree_flatten
+
+from .calling import Binder, FixedArgumentError, Slot
 from .naming import NameSpec, normalize_spec
 from .surgery import find_leaks, prune, replace_inputs, select_outputs
-from .tracing import ExampleInputs, Trace, trace
+from .tracing import NAME, ExampleInputs, Trace, trace
 
-__all__ = ["Extract", "InputLeakWarning", "Summary", "UnusedInputWarning"]
+__all__ = ["Extract", "FixedArgumentError", "InputLeakWarning", "Summary", "UnusedInputWarning"]
 
 
 class InputLeakWarning(UserWarning):
@@ -57,6 +60,13 @@ class Extract(fx.GraphModule):
         example_inputs: a tensor, tuple of args or dict of kwargs; lets models that torch.fx
             cannot trace (Hugging Face transformers) be traced with ``torch.export`` instead.
 
+    Calling: an Extract takes any call the model's ``forward`` takes (``cut(x, y)``,
+    ``cut(input_ids=ids, use_cache=False)``; positionally in the model's order when the cut has
+    no new inputs) and ignores what it does not read; or its own inputs, ``summary["input"]``,
+    in that order or by those names (fx's ``input_1`` also works for ``input``). A non-tensor
+    argument the trace fixed (torch.export specializes them; fx's ``concrete_args``) must have
+    the value traced with, else :class:`FixedArgumentError` says to rebuild the Extract.
+
     Train/eval: the graph is traced in ``model``'s current mode. If tracing in the other mode
     gives a different graph (or the model was traced by torch.export, which fixes the mode),
     switching the Extract to the other mode raises ``RuntimeError``: build it again from the
@@ -82,19 +92,25 @@ class Extract(fx.GraphModule):
     ) -> None:
         traced = trace(model, tracer, concrete_args, example_inputs)
         mode_dependent = _mode_dependent(model, traced, tracer, concrete_args)
-        outs = _resolve(traced, node_out, "node_out")
-        ins = _resolve(traced, node_in, "node_in")
-        graph = traced.graph
+        graph, copies = copy_graph(traced)
+        outs = [(copies[n], k) for n, k in _resolve(traced, node_out, "node_out")]
+        ins = [(copies[n], k) for n, k in _resolve(traced, node_in, "node_in")]
         renamed = {n for n, _ in ins if n.op == "placeholder"}
         originals = [n for n in graph.nodes if n.op == "placeholder" and n not in renamed]
+        slots = _original_slots(traced, originals)
         if node_out is not None:
             keep = bool(keep_output)
             select_outputs(graph, node_out, [n for n, _ in outs], [k for _, k in outs], keep)
         if node_in is not None:
             new_inputs = replace_inputs(graph, [n for n, _ in ins], [k for _, k in ins])
+            for placeholder, (_, key) in zip(new_inputs, ins):
+                slots[placeholder] = Slot(tuple(dict.fromkeys((placeholder.name, key))))
             _warn_unused(graph, new_inputs, [name for name, _ in normalize_spec(node_in, "")])
         prune(graph)
         super().__init__(traced.root, graph, class_name="Extract")
+        placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+        self._binder = Binder(traced.layout, [slots[n] for n in placeholders])
+        self.note = traced.note
         if not share_modules:
             self._own_copies()
         self.training = model.training
@@ -110,6 +126,12 @@ class Extract(fx.GraphModule):
                 InputLeakWarning,
                 stacklevel=2,
             )
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        binder = self.__dict__.get("_binder")
+        if binder is not None:
+            args, kwargs = tuple(binder.bind(args, kwargs)), {}
+        return super().__call__(*args, **kwargs)
 
     def _own_copies(self) -> None:
         memo: dict[int, Any] = {}
@@ -145,7 +167,7 @@ class Extract(fx.GraphModule):
         return copied
 
 
-_EXTRA = ("method", "_traced_training", "_mode_dependent")
+_EXTRA = ("method", "_traced_training", "_mode_dependent", "_binder", "note")
 
 
 def _extra_state(extract: Extract) -> dict[str, Any]:
@@ -165,6 +187,38 @@ def _rebuild(reduced: Any, state: dict[str, Any]) -> Extract:
     extract.__dict__.update(state)
     extract.training = plain.training
     return extract
+
+
+def copy_graph(traced: Trace) -> tuple[fx.Graph, dict[fx.Node, fx.Node]]:
+    """A copy of the (shared, cached) trace's graph to cut, and original node -> copy."""
+    graph = fx.Graph(owning_module=traced.root, tracer_cls=traced.graph._tracer_cls)
+    copies: dict[fx.Node, fx.Node] = {}
+    graph.output(graph.graph_copy(traced.graph, copies))
+    graph._codegen = traced.graph._codegen
+    return graph, copies
+
+
+def _original_slots(traced: Trace, placeholders: list[fx.Node]) -> dict[fx.Node, Slot]:
+    """Where each original input's value comes from in a call of the model."""
+    layout = traced.layout
+    params: list[str | None] = [None] * len(placeholders)
+    if layout is not None and layout.method == "export" and layout.spec is not None:
+        leaves = [
+            name
+            for name in layout.positional + layout.keywords
+            for _ in tree_flatten(layout.traced.get(name))[0]
+        ]
+        params = list(leaves) if len(leaves) == len(placeholders) else params
+    slots = {}
+    for i, node in enumerate(placeholders):
+        name = node.meta.get(NAME, node.name)
+        if layout is None or layout.method != "export":
+            param = str(node.target).lstrip("*")
+            slots[node] = Slot(tuple(dict.fromkeys((node.name, name, param))), param)
+        else:
+            param = params[i] or name
+            slots[node] = Slot(tuple(dict.fromkeys((node.name, name))), param, index=i)
+    return slots
 
 
 def _warn_unused(graph: fx.Graph, placeholders: list[fx.Node], names: list[str]) -> None:

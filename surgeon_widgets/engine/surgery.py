@@ -10,13 +10,23 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import torch
 from torch import fx
 
 from .inspect import lazy_clone
 from .naming import NameSpec
 from .tracing import NAME
 
-__all__ = ["find_leaks", "input_identifier", "is_kept", "prune", "replace_inputs", "select_outputs"]
+__all__ = [
+    "find_leaks",
+    "input_identifier",
+    "is_kept",
+    "mutation_readers",
+    "prune",
+    "replace_inputs",
+    "reroute_shape_reads",
+    "select_outputs",
+]
 
 
 def select_outputs(
@@ -99,12 +109,63 @@ def input_identifier(name: str) -> str:
     return ident
 
 
+def _storage_root(node: fx.Node, roots: dict[fx.Node, fx.Node]) -> fx.Node:
+    """The node whose memory ``node`` is: itself, or what it views or writes in place."""
+    if node in roots:
+        return roots[node]
+    root = node
+    first = node.args[0] if node.args else None
+    if isinstance(first, fx.Node) and (_op_name(node) in _VIEWS or _writes_in_place(node)):
+        root = _storage_root(first, roots)
+    roots[node] = root
+    return root
+
+
+def mutation_readers(graph: fx.Graph) -> dict[fx.Node, list[fx.Node]]:
+    """``{node: [in-place ops that wrote the memory it reads]}``, for nodes after such a write.
+
+    Graph edges do not show that ``side.add_(1)`` changes what later readers of ``side`` see;
+    these extra dependencies do.
+    """
+    roots: dict[fx.Node, fx.Node] = {}
+    writes: dict[fx.Node, list[fx.Node]] = {}
+    extra: dict[fx.Node, list[fx.Node]] = {}
+    for node in graph.nodes:
+        for parent in node.all_input_nodes:
+            for write in writes.get(_storage_root(parent, roots), ()):
+                if write is not node:
+                    extra.setdefault(node, []).append(write)
+        if _writes_in_place(node) and node.args and isinstance(node.args[0], fx.Node):
+            writes.setdefault(_storage_root(node.args[0], roots), []).append(node)
+    return extra
+
+
 def is_kept(node: fx.Node) -> bool:
     """Whether pruning must keep ``node`` though nothing reads it (a real side effect).
 
     Random ops (dropout, attention) count as pure: a cut that does not need them drops them.
+    An in-place write is a side effect only on an input or a parameter/buffer; on a temporary
+    it matters only if the temporary is read (see :func:`mutation_readers`).
     """
+    if _writes_in_place(node) and node.args and isinstance(node.args[0], fx.Node):
+        root = _storage_root(node.args[0], {})
+        return root.op in ("placeholder", "get_attr")
     return node.is_impure(impure_random=False)
+
+
+def live_nodes(graph: fx.Graph) -> set[fx.Node]:
+    """The nodes the output needs, the side effects and what they need, in-place writes included."""
+    extra = mutation_readers(graph)
+    todo = [n for n in graph.nodes if n.op == "output" or (n.op != "placeholder" and is_kept(n))]
+    live: set[fx.Node] = set()
+    while todo:
+        node = todo.pop()
+        if node in live:
+            continue
+        live.add(node)
+        todo.extend(node.all_input_nodes)
+        todo.extend(extra.get(node, ()))
+    return live
 
 
 def replace_inputs(graph: fx.Graph, nodes: Sequence[fx.Node], keys: Sequence[str]) -> list[fx.Node]:
@@ -133,6 +194,7 @@ def replace_inputs(graph: fx.Graph, nodes: Sequence[fx.Node], keys: Sequence[str
         node.replace_all_uses_with(placeholder)
         anchor = placeholder
         created.append(placeholder)
+    reroute_shape_reads(graph, created)
     prune(graph)
     others = {n.name: n for n in graph.nodes if n not in created}
     for placeholder, name in zip(created, names):
@@ -150,11 +212,58 @@ def replace_inputs(graph: fx.Graph, nodes: Sequence[fx.Node], keys: Sequence[str
 
 def prune(graph: fx.Graph) -> None:
     """Remove every node the output does not need, unused inputs included."""
-    graph.eliminate_dead_code(is_impure_node=is_kept)
-    for node in list(graph.nodes):
-        if node.op == "placeholder" and not node.users:
+    live = live_nodes(graph)
+    for node in reversed(list(graph.nodes)):
+        if node not in live and not node.users:
             graph.erase_node(node)
     graph.lint()
+
+
+_SHAPE_READS = ("sym_size", "sym_numel", "sym_stride")
+
+
+def reroute_shape_reads(graph: fx.Graph, new_inputs: Sequence[fx.Node]) -> None:
+    """Read sizes from the new inputs where they carry the same symbolic size.
+
+    torch.export records symbolic shapes in ``meta["val"]``: a ``sym_size(input_ids, 1)`` that
+    a cut after the embeddings still needs reads the sequence length ``s1``, which the new
+    hidden-state input also has, so the cut does not take ``input_ids`` for its length.
+    """
+    sizes: dict[Any, tuple[fx.Node, int]] = {}
+    for placeholder in new_inputs:
+        value = placeholder.meta.get("val")
+        if not isinstance(value, torch.Tensor):
+            continue
+        for dim, size in enumerate(value.shape):
+            if isinstance(size, torch.SymInt):
+                sizes.setdefault(size.node.expr, (placeholder, dim))
+    if not sizes:
+        return
+    fed = _downstream(new_inputs)
+    anchor = [n for n in graph.nodes if n.op == "placeholder"][-1]
+    for node in list(graph.nodes):
+        if node in fed or node.op != "call_function" or not _op_name(node).startswith(_SHAPE_READS):
+            continue
+        value = node.meta.get("val")
+        if not isinstance(value, torch.SymInt) or value.node.expr not in sizes:
+            continue
+        placeholder, dim = sizes[value.node.expr]
+        with graph.inserting_after(anchor):
+            read = graph.call_function(torch.ops.aten.sym_size.int, (placeholder, dim))
+        read.meta = dict(node.meta)
+        node.replace_all_uses_with(read)
+        node.meta.pop(NAME, None)  # the new read carries the public name
+        anchor = read
+
+
+def _downstream(nodes: Sequence[fx.Node]) -> set[fx.Node]:
+    seen, todo = set(nodes), list(nodes)
+    while todo:
+        for user in todo.pop().users:
+            if user not in seen:
+                seen.add(user)
+                todo.append(user)
+    return seen
 
 
 def find_leaks(graph: fx.Graph, original_inputs: Sequence[fx.Node]) -> dict[str, list[str]]:

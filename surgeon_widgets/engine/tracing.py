@@ -9,25 +9,30 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import inspect
 import io
 import logging
 import re
+import signal
+import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch import fx, nn
-from torch.utils._pytree import tree_map
+from torch.utils._pytree import tree_flatten, tree_map
 
+from .calling import CallLayout
 from .guard import internal
 from .naming import Namer, UnknownNameError, base_name
 
 __all__ = [
+    "DYNAMIC_TIME_LIMIT",
     "ExampleInputs",
     "Trace",
     "TracingError",
+    "clear_trace_cache",
+    "is_internal_node",
     "reset_tracer",
     "set_tracer",
     "trace",
@@ -38,6 +43,9 @@ OWNER = "surgeon_owner"
 ExampleInputs = Any  # a Tensor, a tuple of positional args, or a dict of keyword args
 
 _default_tracer: type[fx.Tracer] = fx.Tracer
+
+DYNAMIC_TIME_LIMIT = 10.0
+"""Seconds a dynamic-shape torch.export may take before a static trace is used instead."""
 
 
 class TracingError(RuntimeError):
@@ -72,15 +80,22 @@ class Trace:
     method: str  # "fx" or "export"
     training: bool
     module_outputs: dict[str, fx.Node] = field(default_factory=dict)
+    layout: CallLayout | None = None  # how the traced example was passed (see .calling)
+    note: str = ""  # e.g. why the shapes are static
 
     @functools.cached_property
     def module(self) -> fx.GraphModule:
         """A ``GraphModule`` running the graph (built on first use: code generation costs)."""
         return fx.GraphModule(self.root, self.graph, type(self.root).__name__)
 
-    def node_names(self) -> list[str]:
-        """Public names of every node a user can ask for, in graph order."""
-        return [n.meta[NAME] for n in self.graph.nodes if NAME in n.meta]
+    def node_names(self, internals: bool = False) -> list[str]:
+        """Public names of every node a user can ask for, in graph order; torch.export's
+        shape reads and assertions (``sym_size_int``) only with ``internals``."""
+        return [
+            n.meta[NAME]
+            for n in self.graph.nodes
+            if NAME in n.meta and (internals or not is_internal_node(n))
+        ]
 
     def valid_names(self) -> list[str]:
         return list(dict.fromkeys(self.node_names() + list(self.module_outputs)))
@@ -146,11 +161,22 @@ def _fx_trace(
     graph = naming.trace(model, concrete_args=concrete_args)
     graph._tracer_cls = base  # the local NamingTracer class cannot be pickled
     graph.owning_module = naming.root  # purity checks look modules up through it
-    return Trace(naming.root, graph, "fx", model.training, naming.module_outputs)
+    layout = CallLayout.for_fx(model, concrete_args)
+    return Trace(naming.root, graph, "fx", model.training, naming.module_outputs, layout)
 
 
 _LEAF_CONTAINERS = ("Sequential", "ModuleList", "ModuleDict")
 _ASSERTION = re.compile(r"_assert|sym_constrain_range")
+
+
+_INTERNAL = re.compile(r"^(sym_size|sym_numel|sym_stride|_assert|sym_constrain|_guards)")
+
+
+def is_internal_node(node: fx.Node) -> bool:
+    """A torch.export bookkeeping node (shape read, assertion), hidden unless asked for."""
+    if node.op != "call_function" or not hasattr(node.target, "_schema"):
+        return False
+    return bool(_INTERNAL.match(base_name(node.name)))
 
 
 def _is_leaf_type(type_name: str) -> bool:
@@ -222,7 +248,9 @@ def _split_inputs(example_inputs: ExampleInputs) -> tuple[tuple[Any, ...], dict[
 def _auto_dynamic(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """Every dimension of every input tensor may vary (torch.export keeps static what must be)."""
     auto = torch.export.Dim.AUTO
-    bound = inspect.signature(model.forward).bind(*args, **kwargs).arguments
+    signature = CallLayout.for_export(model, args, kwargs).signature
+    assert signature is not None
+    bound = signature.bind(*args, **kwargs).arguments
     return {
         name: tree_map(
             lambda v: dict.fromkeys(range(v.dim()), auto) if isinstance(v, torch.Tensor) else None,
@@ -250,19 +278,60 @@ def _quiet_torch_logs() -> Iterator[None]:
 _NOISY_LOGGERS = ("torch.fx.experimental.symbolic_shapes", "torch._dynamo", "torch.export")
 
 
+class _TooSlow(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float) -> Iterator[None]:
+    """Raise ``_TooSlow`` after ``seconds`` (main thread only: SIGALRM; elsewhere no limit)."""
+    usable = (
+        seconds > 0
+        and threading.current_thread() is threading.main_thread()
+        and signal.getsignal(signal.SIGALRM) in (signal.SIG_DFL, signal.SIG_IGN, None)
+    )
+    if not usable:
+        yield
+        return
+
+    def _raise(signum: int, frame: Any) -> None:
+        raise _TooSlow()
+
+    previous = signal.signal(signal.SIGALRM, _raise)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 def _export_trace(model: nn.Module, example_inputs: ExampleInputs) -> Trace:
     args, kwargs = _split_inputs(example_inputs)
+    note = ""
     with torch.no_grad(), _quiet_torch_logs():
         try:
-            program = torch.export.export(
-                model, args, kwargs, strict=False, dynamic_shapes=_auto_dynamic(model, args, kwargs)
+            with _time_limit(DYNAMIC_TIME_LIMIT):
+                dynamic = _auto_dynamic(model, args, kwargs)
+                program = torch.export.export(
+                    model, args, kwargs, strict=False, dynamic_shapes=dynamic
+                )
+        except Exception as error:  # some models only export with the example's exact shapes
+            why = (
+                f"a dynamic-shape trace took over {DYNAMIC_TIME_LIMIT:g} s"
+                if isinstance(error, _TooSlow)
+                else f"a dynamic-shape trace failed ({type(error).__name__})"
             )
-        except Exception:  # some models only export with the example's exact shapes
             program = torch.export.export(model, args, kwargs, strict=False)
+            note = (
+                f"traced with static shapes ({why}): the cut runs only on inputs of the "
+                "example's shapes"
+            )
     module = program.module()
     _clean_export_graph(module)
     outputs = _name_export_nodes(module)
-    return Trace(module, module.graph, "export", model.training, outputs)
+    layout = CallLayout.for_export(model, args, kwargs)
+    return Trace(module, module.graph, "export", model.training, outputs, layout, note)
 
 
 def _user_frame(error: BaseException) -> str:
@@ -285,11 +354,96 @@ def trace(
 ) -> Trace:
     """Trace ``model`` with torch.fx, or (if that fails) torch.export with ``example_inputs``.
 
+    One trace per (model, tracer, input signature) is kept on the model and shared by every
+    caller (get_nodes, the widget, analyze_cut, Extract); it is traced again when the model's
+    modules, parameters or train/eval mode change. Callers must not change the trace's graph
+    (copy it, as Extract does).
+
     Raises:
         TracingError: both tracers failed (or fx failed and no ``example_inputs`` were given).
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"expected an nn.Module, got {type(model).__name__}")
+    cache = _TraceCache.of(model)
+    key = _cache_key(tracer or _default_tracer, concrete_args, example_inputs)
+    fingerprint = _fingerprint(model)
+    hit = cache.get(key, fingerprint)
+    if hit is not None:
+        return hit
+    with internal():
+        traced = _trace_uncached(model, tracer, concrete_args, example_inputs)
+    cache.put(key, fingerprint, traced)
+    return traced
+
+
+class _TraceCache:
+    """Traces of one model, kept in its ``__dict__``; copies and pickles of the model start empty."""
+
+    _ATTRIBUTE = "_surgeon_trace_cache"
+
+    def __init__(self) -> None:
+        self._entries: dict[Any, tuple[Any, Trace]] = {}
+
+    @classmethod
+    def of(cls, model: nn.Module) -> _TraceCache:
+        cache = model.__dict__.get(cls._ATTRIBUTE)
+        if not isinstance(cache, cls):
+            cache = cls()
+            object.__setattr__(model, cls._ATTRIBUTE, cache)
+        return cache
+
+    def get(self, key: Any, fingerprint: Any) -> Trace | None:
+        entry = self._entries.get(key)
+        if entry is None or entry[0] != fingerprint:
+            return None
+        return entry[1]
+
+    def put(self, key: Any, fingerprint: Any, traced: Trace) -> None:
+        stale = [k for k, (f, _) in self._entries.items() if f != fingerprint]
+        for k in stale:  # the model changed: older traces are of no use
+            del self._entries[k]
+        self._entries[key] = (fingerprint, traced)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _TraceCache:
+        return _TraceCache()
+
+    def __reduce__(self) -> Any:
+        return (_TraceCache, ())
+
+
+def clear_trace_cache(model: nn.Module) -> None:
+    """Forget ``model``'s cached traces (they are also dropped when the model changes)."""
+    model.__dict__.pop(_TraceCache._ATTRIBUTE, None)
+
+
+def _fingerprint(model: nn.Module) -> tuple[Any, ...]:
+    """What a trace depends on besides the inputs: modules, their mode, parameter identity."""
+    modules = tuple((name, id(m), m.training) for name, m in model.named_modules())
+    tensors = tuple(id(t) for t in model.parameters()) + tuple(id(t) for t in model.buffers())
+    return modules, tensors
+
+
+def _cache_key(tracer: Any, concrete_args: Any, example_inputs: ExampleInputs) -> Any:
+    def describe(value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            return ("tensor", tuple(value.shape), value.dtype, str(value.device))
+        return ("value", type(value).__name__, repr(value))
+
+    def signature(values: Any) -> Any:
+        if values is None:
+            return None
+        leaves, spec = tree_flatten(values)
+        return str(spec), tuple(describe(v) for v in leaves)
+
+    return tracer, signature(concrete_args), signature(example_inputs)
+
+
+def _trace_uncached(
+    model: nn.Module,
+    tracer: type[fx.Tracer] | None,
+    concrete_args: dict[str, Any] | None,
+    example_inputs: ExampleInputs,
+) -> Trace:
     try:
         with internal():  # live hooks stay out of the graph (see engine/guard.py)
             return _fx_trace(model, tracer, concrete_args)
