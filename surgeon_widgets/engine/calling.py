@@ -202,7 +202,8 @@ class Binder:
             values[i] = value
         missing = [self.slots[i].names[0] for i, v in enumerate(values) if v is _MISSING]
         if missing:
-            raise TypeError(f"missing input(s) {', '.join(map(repr, missing))}; {self._how_to_call()}")
+            names = ", ".join(map(repr, missing))
+            raise TypeError(f"missing input(s) {names}; {self._how_to_call()}")
         return values
 
     def _check_unused(self, name: str, value: Any) -> None:
@@ -228,7 +229,8 @@ class Binder:
         was = "not given" if traced is _MISSING else f"{name}={_short(traced)}"
         raise FixedArgumentError(
             f"this Extract was traced with {was} and is fixed to it; got {name}={_short(value)}. "
-            f"Rebuild it with that value: Extract(model, ..., example_inputs={{..., {name!r}: ...}})"
+            f"Rebuild it with that value: Extract(model, ..., "
+            f"example_inputs={{..., {name!r}: ...}})"
         )
 
     def _unalias(self, kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -246,7 +248,7 @@ class Binder:
 
     def _how_to_call(self) -> str:
         names = ", ".join(self.input_names())
-        return f"call it as the model is called, or with its inputs ({names}) in that order or by name"
+        return f"call it as the model is called, or with its inputs ({names}) in order or by name"
 
 
 def _is_tensor(value: Any) -> bool:

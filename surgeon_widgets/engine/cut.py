@@ -164,7 +164,8 @@ def suggest_fix(
     (['stem'], [])
     """
     traced = _trace(model_or_trace, example_inputs)
-    ins = [(traced.resolve(name, "node_in"), key) for name, key in normalize_spec(node_in, "node_in")]
+    pairs = normalize_spec(node_in, "node_in")
+    ins = [(traced.resolve(name, "node_in"), key) for name, key in pairs]
     outs = [] if node_out is None else _resolve(traced, node_out, "node_out", None)
     return _fix(traced, ins, outs, node_out)
 
@@ -337,10 +338,7 @@ def _cut_graph(
     originals = [n for n in graph.nodes if n.op == "placeholder"]
     if node_out is not None:
         select_outputs(graph, node_out, [copies[n] for n, _ in outs], [k for _, k in outs], False)
-    temporary = {
-        f"{_TEMPORARY}{i}": input_identifier(key)
-        for i, (_, key) in enumerate(ins)
-    }
+    temporary = {f"{_TEMPORARY}{i}": input_identifier(key) for i, (_, key) in enumerate(ins)}
     if node_in is not None:
         replace_inputs(graph, [copies[n] for n, _ in ins], list(temporary))
     prune(graph)

@@ -8,7 +8,6 @@ from typing import Any
 
 import torch  # noqa: F401  (used by the doctest)
 from torch import fx, nn
-
 from torch.utils._pytree import tree_flatten
 
 from .calling import Binder, FixedArgumentError, Slot

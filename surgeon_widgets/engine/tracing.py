@@ -12,8 +12,6 @@ import functools
 import io
 import logging
 import re
-import signal
-import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,7 +25,6 @@ from .guard import internal
 from .naming import Namer, UnknownNameError, base_name
 
 __all__ = [
-    "DYNAMIC_TIME_LIMIT",
     "ExampleInputs",
     "Trace",
     "TracingError",
@@ -43,9 +40,6 @@ OWNER = "surgeon_owner"
 ExampleInputs = Any  # a Tensor, a tuple of positional args, or a dict of keyword args
 
 _default_tracer: type[fx.Tracer] = fx.Tracer
-
-DYNAMIC_TIME_LIMIT = 10.0
-"""Seconds a dynamic-shape torch.export may take before a static trace is used instead."""
 
 
 class TracingError(RuntimeError):
@@ -245,15 +239,28 @@ def _split_inputs(example_inputs: ExampleInputs) -> tuple[tuple[Any, ...], dict[
     return (example_inputs,), {}
 
 
+def _cheap_dims(value: torch.Tensor) -> list[int]:
+    """Dimensions declared dynamic: those that are cheap to trace symbolically.
+
+    Token ids, masks and positions (integer or bool tensors) and sequences of vectors (float,
+    up to 3-D: ``inputs_embeds``) vary in every dimension; images and other float tensors of
+    4-D or more only in the batch: symbolic heights and widths make window attention (Swin)
+    take minutes to export instead of seconds.
+    """
+    if not value.dtype.is_floating_point or value.dim() <= 3:
+        return list(range(value.dim()))
+    return [0]
+
+
 def _auto_dynamic(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """Every dimension of every input tensor may vary (torch.export keeps static what must be)."""
+    """The cheap dimensions of every input tensor may vary (export keeps static what must be)."""
     auto = torch.export.Dim.AUTO
     signature = CallLayout.for_export(model, args, kwargs).signature
     assert signature is not None
     bound = signature.bind(*args, **kwargs).arguments
     return {
         name: tree_map(
-            lambda v: dict.fromkeys(range(v.dim()), auto) if isinstance(v, torch.Tensor) else None,
+            lambda v: dict.fromkeys(_cheap_dims(v), auto) if isinstance(v, torch.Tensor) else None,
             value,
         )
         for name, value in bound.items()
@@ -278,54 +285,18 @@ def _quiet_torch_logs() -> Iterator[None]:
 _NOISY_LOGGERS = ("torch.fx.experimental.symbolic_shapes", "torch._dynamo", "torch.export")
 
 
-class _TooSlow(Exception):
-    pass
-
-
-@contextlib.contextmanager
-def _time_limit(seconds: float) -> Iterator[None]:
-    """Raise ``_TooSlow`` after ``seconds`` (main thread only: SIGALRM; elsewhere no limit)."""
-    usable = (
-        seconds > 0
-        and threading.current_thread() is threading.main_thread()
-        and signal.getsignal(signal.SIGALRM) in (signal.SIG_DFL, signal.SIG_IGN, None)
-    )
-    if not usable:
-        yield
-        return
-
-    def _raise(signum: int, frame: Any) -> None:
-        raise _TooSlow()
-
-    previous = signal.signal(signal.SIGALRM, _raise)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-
-
 def _export_trace(model: nn.Module, example_inputs: ExampleInputs) -> Trace:
     args, kwargs = _split_inputs(example_inputs)
     note = ""
     with torch.no_grad(), _quiet_torch_logs():
         try:
-            with _time_limit(DYNAMIC_TIME_LIMIT):
-                dynamic = _auto_dynamic(model, args, kwargs)
-                program = torch.export.export(
-                    model, args, kwargs, strict=False, dynamic_shapes=dynamic
-                )
+            dynamic = _auto_dynamic(model, args, kwargs)
+            program = torch.export.export(model, args, kwargs, strict=False, dynamic_shapes=dynamic)
         except Exception as error:  # some models only export with the example's exact shapes
-            why = (
-                f"a dynamic-shape trace took over {DYNAMIC_TIME_LIMIT:g} s"
-                if isinstance(error, _TooSlow)
-                else f"a dynamic-shape trace failed ({type(error).__name__})"
-            )
             program = torch.export.export(model, args, kwargs, strict=False)
             note = (
-                f"traced with static shapes ({why}): the cut runs only on inputs of the "
-                "example's shapes"
+                f"traced with static shapes (a dynamic-shape trace failed: "
+                f"{type(error).__name__}): the cut runs only on inputs of the example's shapes"
             )
     module = program.module()
     _clean_export_graph(module)
@@ -377,7 +348,7 @@ def trace(
 
 
 class _TraceCache:
-    """Traces of one model, kept in its ``__dict__``; copies and pickles of the model start empty."""
+    """Traces of one model, kept in its ``__dict__``; a copy or pickle of the model starts empty."""
 
     _ATTRIBUTE = "_surgeon_trace_cache"
 

@@ -1,0 +1,173 @@
+"""Cuts through real architectures built from tiny configs (issue 10).
+
+For each model: an Extract called with the model's own example inputs equals Inspect, and a
+cut between two blocks takes the hidden states (and the attention mask where one was given)
+and nothing else. Blocks are found by class (the first ``ModuleList`` of two or more modules of
+one class), never by path. One trace per model is shared by all tests (module-scoped).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+from torch import nn
+
+from surgeon_widgets import Extract, Inspect
+from surgeon_widgets.engine.cut import analyze_cut, suggest_fix
+from surgeon_widgets.engine.extract import InputLeakWarning
+from surgeon_widgets.engine.tracing import trace
+
+transformers = pytest.importorskip("transformers")
+
+IDS = torch.randint(0, 99, (2, 8), generator=torch.Generator().manual_seed(0))
+MASK = torch.ones(2, 8, dtype=torch.long)
+PIXELS = torch.rand(2, 3, 32, 32, generator=torch.Generator().manual_seed(0))
+TEXT = dict(vocab_size=100)
+
+
+def _bert():
+    c = transformers.BertConfig(num_hidden_layers=2, hidden_size=32, num_attention_heads=2,
+                                intermediate_size=64, **TEXT)  # fmt: skip
+    return transformers.BertModel(c), {"input_ids": IDS, "attention_mask": MASK}
+
+
+def _gpt2():
+    c = transformers.GPT2Config(n_layer=2, n_embd=32, n_head=2, **TEXT)
+    return transformers.GPT2Model(c), {"input_ids": IDS, "use_cache": False}
+
+
+def _llama():
+    c = transformers.LlamaConfig(num_hidden_layers=2, hidden_size=32, num_attention_heads=2,
+                                 num_key_value_heads=1, intermediate_size=64, **TEXT)  # fmt: skip
+    return transformers.LlamaModel(c), {"input_ids": IDS, "use_cache": False}
+
+
+def _t5():
+    c = transformers.T5Config(num_layers=2, num_decoder_layers=2, d_model=32, d_kv=16,
+                              num_heads=2, d_ff=64, **TEXT)  # fmt: skip
+    inputs = {"input_ids": IDS, "decoder_input_ids": IDS[:, :4], "use_cache": False}
+    return transformers.T5Model(c), inputs
+
+
+def _bart():
+    c = transformers.BartConfig(encoder_layers=2, decoder_layers=2, d_model=32,
+                                encoder_attention_heads=2, decoder_attention_heads=2,
+                                encoder_ffn_dim=64, decoder_ffn_dim=64, **TEXT)  # fmt: skip
+    inputs = {"input_ids": IDS, "decoder_input_ids": IDS[:, :4], "use_cache": False}
+    return transformers.BartModel(c), inputs
+
+
+def _deberta():
+    c = transformers.DebertaV2Config(num_hidden_layers=2, hidden_size=32, num_attention_heads=2,
+                                     intermediate_size=64, **TEXT)  # fmt: skip
+    return transformers.DebertaV2Model(c), {"input_ids": IDS}
+
+
+def _vit():
+    c = transformers.ViTConfig(num_hidden_layers=2, hidden_size=32, num_attention_heads=2,
+                               intermediate_size=64, image_size=32, patch_size=8)  # fmt: skip
+    return transformers.ViTModel(c), {"pixel_values": PIXELS}
+
+
+def _swin():
+    c = transformers.SwinConfig(image_size=32, patch_size=4, embed_dim=16, depths=[2, 1],
+                                num_heads=[2, 2], window_size=4)  # fmt: skip
+    return transformers.SwinModel(c), {"pixel_values": PIXELS}
+
+
+def _resnet():
+    torchvision = pytest.importorskip("torchvision")
+    return torchvision.models.resnet18(num_classes=10), {"x": torch.rand(2, 3, 64, 64)}
+
+
+BUILDERS = {"bert": _bert, "gpt2": _gpt2, "llama": _llama, "t5": _t5, "bart": _bart,
+            "deberta_v2": _deberta, "vit": _vit, "swin": _swin, "resnet18": _resnet}  # fmt: skip
+MASKED = {"bert"}  # given an attention mask, so a cut between blocks may read it
+
+
+def blocks(model: nn.Module) -> list[str]:
+    """Names of the first innermost run of same-class blocks (a ModuleList or Sequential of >= 2
+    with parameters): Swin's blocks inside a stage, not the stages."""
+    runs = []
+    for name, module in model.named_modules():
+        children = list(module.children())
+        if (
+            isinstance(module, (nn.ModuleList, nn.Sequential))
+            and len(children) >= 2
+            and len({type(c) for c in children}) == 1
+            and sum(p.numel() for p in children[0].parameters()) > 0
+        ):
+            runs.append(name)
+    inner = [r for r in runs if not any(o.startswith(f"{r}.") for o in runs)]
+    assert inner, f"no blocks found in {type(model).__name__}"
+    count = len(list(model.get_submodule(inner[0]).children()))
+    return [f"{inner[0]}.{i}" for i in range(count)]
+
+
+def first_tensor(value):
+    while isinstance(value, (tuple, list)):
+        value = value[0]
+    return value
+
+
+@pytest.fixture(scope="module", params=list(BUILDERS))
+def case(request):
+    torch.manual_seed(0)
+    model, inputs = BUILDERS[request.param]()
+    model.eval()
+    traced = trace(model, example_inputs=inputs)  # cached: the tests below reuse it
+    return request.param, model, inputs, traced
+
+
+def test_extract_called_like_the_model_equals_inspect(case):
+    name, model, inputs, _ = case
+    layer = blocks(model)[-1]
+    cut = Extract(model, node_out=layer, example_inputs=inputs)
+    with torch.no_grad():
+        _, expected = Inspect(model, layer)(**inputs)
+        got_kwargs = cut(**inputs)
+        got_positional = cut(*inputs.values()) if name in ("resnet18", "vit", "swin") else None
+    torch.testing.assert_close(first_tensor(got_kwargs), first_tensor(expected))
+    if got_positional is not None:
+        torch.testing.assert_close(first_tensor(got_positional), first_tensor(expected))
+
+
+def test_cut_between_blocks_needs_only_hidden_states(case):
+    name, model, inputs, traced = case
+    first, second = blocks(model)[:2]
+    report = analyze_cut(traced, {first: "h"}, second)
+    allowed = {"h", "attention_mask"} if name in MASKED else {"h"}
+    if name in ("t5", "bart"):  # the encoder's blocks; position bias / mask come from shapes
+        allowed |= {"attention_mask"}
+    assert report.valid, report.problems
+    assert set(report.inputs) <= allowed, (report.inputs, report.leaks)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InputLeakWarning)
+        cut = Extract(model, {first: "h"}, second, example_inputs=inputs)
+    assert cut.summary["input"] == report.inputs
+    with torch.no_grad():
+        _, (h, expected) = Inspect(model, [first, second])(**inputs)
+        got = cut(h=first_tensor(h), **{k: v for k, v in inputs.items() if k != "x"})
+    torch.testing.assert_close(first_tensor(got), first_tensor(expected))
+
+
+def test_suggested_fix_is_valid_and_minimal(case):
+    _, model, inputs, traced = case
+    names = blocks(model)
+    node_in, node_out = {names[0]: "h"}, names[-1]
+    fix = suggest_fix(traced, node_in, node_out)
+    report = analyze_cut(traced, node_in, node_out)
+    if not report.leaks:
+        assert fix == [] and report.fix is None
+        return
+    assert fix is not None and list(report.fix) == fix
+    fixed_in = {**node_in, **{n: f"in{i}" for i, n in enumerate(fix)}}
+    assert analyze_cut(traced, fixed_in, node_out).leaks == {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Extract(model, fixed_in, node_out, example_inputs=inputs)
+    for drop in fix:  # minimal: no name can be left out
+        fewer = {k: v for k, v in fixed_in.items() if k != drop}
+        assert analyze_cut(traced, fewer, node_out).leaks
