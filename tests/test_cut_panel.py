@@ -83,6 +83,8 @@ def cut_inputs(ex: Explorer, values: dict, traced, example_inputs) -> dict:
 
 
 def as_list(out) -> list:
+    if isinstance(out, torch.Tensor):  # a single node_out is written as a str: one tensor
+        return [out]
     return list(out.values()) if isinstance(out, dict) else list(out)
 
 
@@ -93,7 +95,7 @@ def test_node_in_out_normalise_to_one_wire_form_and_sync(make):
     ex.node_out = ["layer3"]
     assert ex.node_in == {"layer1": "layer1"} and ex.node_out == {"layer3": "layer3"}
     assert ex.cut_report["valid"] and ex.cut_report["inputs"] == ["layer1"]
-    assert "node_in=['layer1'], node_out=['layer3']" in ex.code
+    assert "node_in='layer1', node_out='layer3'" in ex.code
     # the front end sets the dict form (a rename), as a comm message would
     ex.set_state({"node_in": {"layer1": "h"}})
     assert ex.cut_report["inputs"] == ["h"] and "node_in={'layer1': 'h'}" in ex.code
@@ -167,10 +169,10 @@ def test_code_names_the_users_variable_and_includes_inspect(make):
         assert "inspected = Inspect(net, layer=['layer1'])" in ex.code
         ex.node_out = ["layer2"]
         assert ex.code.startswith("from surgeon_widgets import Extract, Inspect\n")
-        assert "cut_model = Extract(net, node_out=['layer2'])" in ex.code
+        assert "cut_model = Extract(net, node_out='layer2')" in ex.code
         shell.user_ns.pop("net")
         ex.node_out = ["layer3"]
-        assert "Extract(model, node_out=['layer3'])" in ex.code
+        assert "Extract(model, node_out='layer3')" in ex.code
     finally:
         shell.user_ns.pop("net", None)
 
@@ -263,7 +265,7 @@ def test_magics_display_an_explorer(make):
             shell.set_next_input = lambda text, replace=False: seen.append(text)
             shell.run_line_magic("surgeon_cell", "ex")
             assert seen == [ex.code]
-            assert "Extract(net, node_out=['layer2'], example_inputs=xs)" in ex.code
+            assert "Extract(net, node_out='layer2', example_inputs=xs)" in ex.code
         finally:
             ex.close()
             del shell.set_next_input

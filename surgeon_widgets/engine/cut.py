@@ -19,6 +19,7 @@ from torch import fx, nn
 from .mincut import min_vertex_cut
 from .naming import NameSpec, UnknownNameError, normalize_spec
 from .surgery import (
+    auto_input_key,
     find_leaks,
     input_identifier,
     is_kept,
@@ -164,8 +165,7 @@ def suggest_fix(
     (['stem'], [])
     """
     traced = _trace(model_or_trace, example_inputs)
-    pairs = normalize_spec(node_in, "node_in")
-    ins = [(traced.resolve(name, "node_in"), key) for name, key in pairs]
+    ins = _resolve(traced, node_in, "node_in", None)
     outs = [] if node_out is None else _resolve(traced, node_out, "node_out", None)
     return _fix(traced, ins, outs, node_out)
 
@@ -262,6 +262,8 @@ def _resolve(
             raise
         problems.append(str(error))
         return []
+    if what == "node_in":
+        pairs = [(name, auto_input_key(name, key)) for name, key in pairs]
     resolved = []
     for name, key in pairs:
         try:

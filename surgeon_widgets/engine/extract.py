@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import copy
+import functools
+import keyword
+import re
 import warnings
 from typing import Any
 
@@ -12,7 +15,7 @@ from torch.utils._pytree import tree_flatten
 
 from .calling import Binder, FixedArgumentError, Slot
 from .naming import NameSpec, normalize_spec
-from .surgery import find_leaks, prune, replace_inputs, select_outputs
+from .surgery import auto_input_key, find_leaks, prune, replace_inputs, select_outputs
 from .tracing import NAME, ExampleInputs, Trace, trace
 
 __all__ = ["Extract", "FixedArgumentError", "InputLeakWarning", "Summary", "UnusedInputWarning"]
@@ -106,7 +109,7 @@ class Extract(fx.GraphModule):
                 slots[placeholder] = Slot(tuple(dict.fromkeys((placeholder.name, key))))
             _warn_unused(graph, new_inputs, [name for name, _ in normalize_spec(node_in, "")])
         prune(graph)
-        super().__init__(traced.root, graph, class_name="Extract")
+        super().__init__(_writable_root(traced.root, graph), graph, class_name="Extract")
         placeholders = [n for n in graph.nodes if n.op == "placeholder"]
         self._binder = Binder(traced.layout, [slots[n] for n in placeholders])
         self.note = traced.note
@@ -188,6 +191,45 @@ def _rebuild(reduced: Any, state: dict[str, Any]) -> Extract:
     return extract
 
 
+def _writable(target: str) -> bool:
+    return all(
+        p.isidentifier() and not keyword.iskeyword(p) and p != "self" for p in target.split(".")
+    )
+
+
+def _writable_root(root: nn.Module, graph: fx.Graph) -> nn.Module | dict[str, Any]:
+    """``root``, or if a module name cannot be written in fx's code (``'a"b'``, ``class``,
+    ``self``, a newline) a dict of attribute targets with those renamed (``a_b``, ``class_``).
+
+    Only the GraphModule's attribute paths change; node names (ours) stay as they were.
+    """
+    targets = [n for n in graph.nodes if n.op in ("call_module", "get_attr")]
+    if all(_writable(str(n.target)) for n in targets):
+        return root
+    attributes: dict[str, Any] = {}
+    taken = {str(n.target) for n in targets if _writable(str(n.target))}
+    renamed: dict[str, str] = {}
+    for node in targets:
+        target = str(node.target)
+        value = functools.reduce(getattr, target.split("."), root)
+        if not _writable(target):
+            if target not in renamed:
+                safe = "_".join(_safe_part(p) for p in target.split("."))
+                while safe in taken:
+                    safe += "_"
+                taken.add(safe)
+                renamed[target] = safe
+            node.target = renamed[target]
+        attributes[str(node.target)] = value
+    return attributes
+
+
+def _safe_part(part: str) -> str:
+    safe = re.sub(r"\W", "_", part) or "_"
+    safe = f"_{safe}" if safe[0].isdigit() else safe
+    return f"{safe}_" if keyword.iskeyword(safe) or safe == "self" else safe
+
+
 def copy_graph(traced: Trace) -> tuple[fx.Graph, dict[fx.Node, fx.Node]]:
     """A copy of the (shared, cached) trace's graph to cut, and original node -> copy."""
     graph = fx.Graph(owning_module=traced.root, tracer_cls=traced.graph._tracer_cls)
@@ -235,7 +277,10 @@ def _warn_unused(graph: fx.Graph, placeholders: list[fx.Node], names: list[str])
 def _resolve(traced: Trace, spec: NameSpec | None, what: str) -> list[tuple[fx.Node, str]]:
     if spec is None:
         return []
-    return [(traced.resolve(name, what), key) for name, key in normalize_spec(spec, what)]
+    pairs = normalize_spec(spec, what)
+    if what == "node_in":
+        pairs = [(name, auto_input_key(name, key)) for name, key in pairs]
+    return [(traced.resolve(name, what), key) for name, key in pairs]
 
 
 def _mode_dependent(

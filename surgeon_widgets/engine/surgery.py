@@ -18,6 +18,7 @@ from .naming import NameSpec
 from .tracing import NAME
 
 __all__ = [
+    "auto_input_key",
     "find_leaks",
     "input_identifier",
     "is_kept",
@@ -138,6 +139,14 @@ def mutation_readers(graph: fx.Graph) -> dict[fx.Node, list[fx.Node]]:
         if _writes_in_place(node) and node.args and isinstance(node.args[0], fx.Node):
             writes.setdefault(_storage_root(node.args[0], roots), []).append(node)
     return extra
+
+
+def auto_input_key(name: str, key: str) -> str:
+    """The new input's key: a node named like a Python keyword or ``self`` that names its own
+    input (``node_in="class"``) gets ``class_``; a new name the user chose is kept as given."""
+    if key == name and (keyword.iskeyword(key) or key == "self"):
+        return f"{key}_"
+    return key
 
 
 def is_kept(node: fx.Node) -> bool:

@@ -22,6 +22,7 @@ from torch import nn
 from ..engine.codegen import extract_code, find_variable_name, inspect_code
 from ..engine.cut import CutReport, analyze_cut
 from ..engine.extract import Extract
+from ..engine.naming import split_call_suffix
 from ..engine.tracing import Trace, trace
 
 __all__ = ["CutPanel", "normalize_names"]
@@ -57,11 +58,14 @@ def normalize_names(value: Any, what: str) -> dict[str, str]:
     return out
 
 
-def _spec(names: dict[str, str]) -> list[str] | dict[str, str] | None:
-    """The wire dict as the simplest Extract spec: a list when nothing is renamed."""
+def _spec(names: dict[str, str]) -> str | list[str] | dict[str, str] | None:
+    """The wire dict as the simplest Extract spec: one name as a str (a single output comes
+    back as a tensor), a list when nothing is renamed, else the dict."""
     if not names:
         return None
-    return list(names) if all(k == v for k, v in names.items()) else dict(names)
+    if all(k == v for k, v in names.items()):
+        return next(iter(names)) if len(names) == 1 else list(names)
+    return dict(names)
 
 
 class NameMap(t.TraitType):
@@ -198,7 +202,7 @@ class CutPanel(t.HasTraits):
                                        inputs_name)  # fmt: skip
                 imports.append("Extract")
                 parts.append(snippet.split("\n\n", 1)[1])
-            selected = list(getattr(self, "selected", []) or [])
+            selected = _layers_only(self._model, getattr(self, "selected", []) or [])
             if selected:
                 imports.append("Inspect")
                 parts.append(inspect_code(selected, model_name).split("\n\n", 1)[1])
@@ -209,6 +213,13 @@ class CutPanel(t.HasTraits):
         head = [f"# not a valid cut yet: {p.splitlines()[0]}" for p in report.problems]
         body = f"from surgeon_widgets import {', '.join(imports)}\n\n" + "\n".join(parts)
         return "\n".join([*head, body])
+
+
+def _layers_only(model: Any, names: list[str]) -> list[str]:
+    """The selected names Inspect takes (modules, with a call suffix); graph nodes are left out:
+    hooks see module calls only."""
+    modules = dict(model.named_modules())
+    return [n for n in names if n in modules or split_call_suffix(n)[0] in modules]
 
 
 class _TraceFailed(Exception):
