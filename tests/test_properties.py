@@ -26,6 +26,7 @@ from torch import nn
 from torch.testing import assert_close
 
 from surgeon_widgets import Extract, Inspect, get_nodes
+from surgeon_widgets.engine.cut import analyze_cut, suggest_fix
 
 KINDS = (
     "linear",  # a fresh nn.Linear
@@ -216,6 +217,35 @@ def test_every_node_and_cut_matches_eager_run(program, data):
         feed = {name: (x if name == "x" else ref[a]) for name in inputs}
         with torch.no_grad():
             assert_close(cut(**feed), ref[b], msg=f"node_in={a!r}, node_out={b!r}")
+        check_fix(model, a, b, ref, leaked)
+
+
+def check_fix(model: nn.Module, a: str, b: str, ref: dict, leaked: bool) -> None:
+    """suggest_fix: valid (no leak, no warning), minimal, and the fixed cut fed true values
+    returns true values; analyze_cut reports the same fix."""
+    fix = suggest_fix(model, a, b)
+    report = analyze_cut(model, a, b)
+    if report.problems:  # e.g. b does not depend on a: no fix is offered
+        assert fix is None and report.fix is None, (a, b, fix, report.problems)
+        return
+    if not leaked:
+        assert fix == [] and report.fix is None, (a, b, fix)
+        return
+    if fix is None:  # an output reads x directly: nothing can stop the leak
+        assert report.fix is None
+        return
+    assert list(report.fix) == fix, (a, b, fix, report.fix)
+    node_in = [a, *fix]
+    fixed = analyze_cut(model, node_in, b)
+    assert fixed.valid and not fixed.leaks, (a, b, fix, fixed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        cut = Extract(model, node_in=node_in, node_out=b)
+    for drop in fix:
+        assert analyze_cut(model, [n for n in node_in if n != drop], b).leaks, (a, b, fix, drop)
+    feed = {_identifier(n): ref[n] for n in node_in}
+    with torch.no_grad():
+        assert_close(cut(**feed), ref[b], msg=f"fixed node_in={node_in!r}, node_out={b!r}")
 
 
 def test_node_in_on_an_input_is_not_a_leak():

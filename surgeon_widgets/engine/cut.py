@@ -149,7 +149,9 @@ def suggest_fix(
 
     Every output stays computed from the given ``node_in`` (no node downstream of it is
     chosen); among equally small answers, the one closest to the outputs. ``[]``: nothing
-    leaks; ``None``: no set of extra nodes can stop the leak (an output reads an input directly).
+    leaks; ``None``: no set of extra nodes can stop the leak (an output reads an input directly),
+    or the cut has a problem :func:`analyze_cut` reports. A returned fix is checked with
+    Extract's own passes: no leak, no warning, and no name in it can be left out.
 
     Raises:
         UnknownNameError: a name the model does not have. TracingError: untraceable model.
@@ -167,6 +169,8 @@ def suggest_fix(
     traced = _trace(model_or_trace, example_inputs)
     ins = _resolve(traced, node_in, "node_in", None)
     outs = [] if node_out is None else _resolve(traced, node_out, "node_out", None)
+    if _overlap_problems(ins, outs) + _dependency_problems(traced, ins, outs):
+        return None  # not a cut to repair: analyze_cut says why
     return _fix(traced, ins, outs, node_out)
 
 

@@ -162,6 +162,8 @@ class Extract(fx.GraphModule):
         return (_rebuild, ((rebuild, (body, *rest)), _extra_state(self)))
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Extract:
+        for node in self.graph.nodes:  # share node metadata: export's fake tensors cannot copy
+            memo[id(node.meta)] = dict(node.meta)
         copied = super().__deepcopy__(memo)
         state = copy.deepcopy(_extra_state(self), memo)
         copied.summary = Summary.of(copied.graph, state.pop("leaks"))
