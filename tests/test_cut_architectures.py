@@ -171,3 +171,19 @@ def test_suggested_fix_is_valid_and_minimal(case):
     for drop in fix:  # minimal: no name can be left out
         fewer = {k: v for k, v in fixed_in.items() if k != drop}
         assert analyze_cut(traced, fewer, node_out).leaks
+
+
+def test_tree_and_node_list_hide_export_internals(case):
+    from surgeon_widgets import get_nodes
+    from surgeon_widgets.widget.tree import merge_rows, module_rows, node_rows
+
+    _, model, inputs, traced = case
+    names = get_nodes(model, example_inputs=inputs)
+    assert not [n for n in names if "sym_size" in n or "_assert" in n]
+    if traced.method == "export":
+        assert any("sym_size" in n for n in get_nodes(model, example_inputs=inputs, internals=True))
+    modules = module_rows(model)
+    rows = merge_rows(modules, node_rows(model, inputs, frozenset(r["name"] for r in modules)))
+    first_inputs = [r["name"] for r in rows[: len(inputs)] if r["cls"] == "input"]
+    assert first_inputs and set(first_inputs) <= set(inputs), [r["name"] for r in rows[:4]]
+    assert not [r for r in rows if "sym_size" in r["name"]]

@@ -22,7 +22,7 @@ from ..engine import guard
 from ..engine.inspect import iter_tensors
 from ..engine.module_tree import module_rows
 from ..engine.registry import HookRegistry
-from ..engine.tracing import NAME, OWNER, ExampleInputs, trace
+from ..engine.tracing import NAME, OWNER, ExampleInputs, is_internal_node, trace
 
 __all__ = ["call_model", "filter_rows", "merge_rows", "module_rows", "node_rows", "output_shapes"]
 
@@ -38,6 +38,9 @@ def node_rows(
 ) -> list[Row]:
     """Rows for the graph nodes that are not modules, in graph order, parented to their owner.
 
+    torch.export's bookkeeping (shape reads, assertions) is left out: it is no cut point.
+    The trace is the one the engine shares (get_nodes, the cut report, Extract).
+
     Raises:
         TracingError: the model cannot be traced (see :func:`surgeon_widgets.get_nodes`).
     """
@@ -45,7 +48,7 @@ def node_rows(
     rows = []
     for node in graph.nodes:
         name = node.meta.get(NAME)
-        if name is None or name in modules:
+        if name is None or name in modules or is_internal_node(node):
             continue
         owner = node.meta.get(OWNER, "")
         if node.op == "call_module":  # a repeated call: a sibling of the module, not its child
@@ -61,9 +64,12 @@ def node_rows(
 
 
 def merge_rows(modules: list[Row], nodes: list[Row]) -> list[Row]:
-    """Pre-order rows with each node after its owner's module children; depths recomputed."""
+    """Pre-order rows with each node after its owner's module children, the graph's inputs
+    first (as the model reads them); depths recomputed."""
     kids: dict[str | None, list[Row]] = {}
-    for row in [*modules, *nodes]:
+    inputs = [r for r in nodes if r["cls"] == "input" and r["parent"] is None]
+    others = [r for r in nodes if not (r["cls"] == "input" and r["parent"] is None)]
+    for row in [*inputs, *modules, *others]:
         kids.setdefault(row["parent"], []).append(row)
     out: list[Row] = []
     stack = [(row, 0) for row in reversed(kids.get(None, []))]
