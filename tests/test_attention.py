@@ -608,3 +608,24 @@ def test_half_precision_pattern_is_computed_in_float32():
     ref = _math_reference(q.float(), k.float(), is_causal=True)
     assert got.dtype == torch.bfloat16
     assert _max_diff(got, ref) <= 1e-2
+
+
+def test_torchvision_maxvit_5d_softmax_is_captured():
+    """MaxViT takes its softmax over ``[B, windows, heads, P, P]``: captured, windows folded
+    into heads (window-major), equal to the softmax the module computes."""
+    maxvit = pytest.importorskip("torchvision.models.maxvit")
+    torch.manual_seed(0)
+    attention = maxvit.RelativePositionalMultiHeadAttention(32, 16, 16).eval()
+    model = nn.Sequential(attention)
+    assert attention_layers(model) == ["0"]
+    x = torch.randn(2, 3, 16, 32)
+    pattern = capture_attention(model, x, "0")["0"]
+    batch, windows, tokens, _ = x.shape
+    heads, head_dim = attention.n_heads, attention.head_dim
+    q, k, _ = attention.to_qkv(x).chunk(3, dim=-1)
+    q = q.reshape(batch, windows, tokens, heads, head_dim).permute(0, 1, 3, 2, 4)
+    k = k.reshape(batch, windows, tokens, heads, head_dim).permute(0, 1, 3, 2, 4)
+    scores = torch.einsum("bghid,bghjd->bghij", q, k * attention.scale_factor)
+    expected = (scores + attention.get_relative_positional_bias()).softmax(-1)
+    assert pattern.shape == (batch, windows * heads, tokens, tokens)
+    torch.testing.assert_close(pattern, expected.reshape(batch, windows * heads, tokens, tokens))

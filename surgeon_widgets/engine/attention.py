@@ -23,9 +23,11 @@ Supported calls: ``F.scaled_dot_product_attention`` (attn_mask bool or float, ``
 ``scale``, ``enable_gqa`` / fewer key-value heads) and ``F.multi_head_attention_forward``
 (``nn.MultiheadAttention``, ``nn.TransformerEncoderLayer``, including ``need_weights=False``
 and the inference fast path). A module call that makes none of these calls but takes a
-softmax over the last dim of a 3-D / 4-D tensor (eager attention: Hugging Face's
-``attn_implementation="eager"``, hand-written ``scores.softmax(-1)``) gets those softmax
-outputs as its patterns. Patterns are pre-dropout, detached copies, per head.
+softmax over the last dim of a tensor of 3 or more dims (eager attention: Hugging Face's
+``attn_implementation="eager"``, hand-written ``scores.softmax(-1)``, torchvision MaxViT's
+5-D ``[B, windows, heads, P, P]``) gets those softmax outputs as its patterns, as
+``[B, heads, P, P]`` with every dim between the batch and the last two folded into heads
+(MaxViT: ``windows * heads``, window-major). Patterns are pre-dropout, detached copies, per head.
 
 Known limits: ``torch.compile``-d modules and kernels called directly
 (``torch._native_multi_head_attention``, flash-attention packages) are not seen. Under

@@ -16,7 +16,8 @@ Python; every other layer keeps its fused kernels. While it is active:
   reaches ``multi_head_attention_forward`` at all.
 * Eager attention written out by hand (Hugging Face's ``attn_implementation="eager"``,
   ``scores.softmax(-1)``): when a module call made none of the calls above, the outputs of its
-  softmax calls over the last dim of a 3-D or 4-D tensor are its patterns.
+  softmax calls over the last dim of a tensor of 3 or more dims are its patterns (dims between
+  the batch and the last two are folded into heads, see ``_as_4d``).
 """
 
 from __future__ import annotations
@@ -123,16 +124,20 @@ def _is_row_softmax(output: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) 
     dim = kwargs.get("dim", args[1] if len(args) > 1 else None)
     return (
         isinstance(output, torch.Tensor)
-        and output.dim() in (3, 4)
+        and output.dim() >= 3
         and isinstance(dim, int)
         and dim % output.dim() == output.dim() - 1
     )
 
 
 def _as_4d(pattern: torch.Tensor) -> torch.Tensor:
-    """2-D / 3-D patterns (no head dim) are shown as one head."""
+    """``[batch, heads, queries, keys]``: 2-D / 3-D patterns (no head dim) are one head; the
+    middle dims of a 5-D or larger one are folded into heads (MaxViT's ``[B, windows, heads,
+    P, P]`` -> ``[B, windows * heads, P, P]``, window-major)."""
     while pattern.dim() < 4:
         pattern = pattern.unsqueeze(-3) if pattern.dim() == 3 else pattern.unsqueeze(0)
+    if pattern.dim() > 4:
+        pattern = pattern.reshape(pattern.shape[0], -1, *pattern.shape[-2:])
     return pattern
 
 
