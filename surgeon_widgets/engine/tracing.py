@@ -336,14 +336,17 @@ def trace(
     if not isinstance(model, nn.Module):
         raise TypeError(f"expected an nn.Module, got {type(model).__name__}")
     cache = _TraceCache.of(model)
-    key = _cache_key(tracer or _default_tracer, concrete_args, example_inputs)
+    modes = tuple(m.training for m in model.modules())
+    base = (tracer or _default_tracer, _signature(concrete_args), modes)
+    key = (*base, _signature(example_inputs))
+    fx_key = (*base, None)  # an fx trace does not depend on the example inputs
     fingerprint = _fingerprint(model)
-    hit = cache.get(key, fingerprint)
+    hit = cache.get(fx_key, fingerprint) or cache.get(key, fingerprint)
     if hit is not None:
         return hit
     with internal():
         traced = _trace_uncached(model, tracer, concrete_args, example_inputs)
-    cache.put(key, fingerprint, traced)
+    cache.put(fx_key if traced.method == "fx" else key, fingerprint, traced)
     return traced
 
 
@@ -388,25 +391,24 @@ def clear_trace_cache(model: nn.Module) -> None:
 
 
 def _fingerprint(model: nn.Module) -> tuple[Any, ...]:
-    """What a trace depends on besides the inputs: modules, their mode, parameter identity."""
-    modules = tuple((name, id(m), m.training) for name, m in model.named_modules())
+    """What a trace depends on besides the inputs and modes: modules and parameter identity."""
+    modules = tuple((name, id(m)) for name, m in model.named_modules())
     tensors = tuple(id(t) for t in model.parameters()) + tuple(id(t) for t in model.buffers())
     return modules, tensors
 
 
-def _cache_key(tracer: Any, concrete_args: Any, example_inputs: ExampleInputs) -> Any:
+def _signature(values: Any) -> Any:
+    """Shapes, dtypes and devices of the tensors, values of the rest, and the structure."""
+    if values is None:
+        return None
+
     def describe(value: Any) -> Any:
         if isinstance(value, torch.Tensor):
             return ("tensor", tuple(value.shape), value.dtype, str(value.device))
         return ("value", type(value).__name__, repr(value))
 
-    def signature(values: Any) -> Any:
-        if values is None:
-            return None
-        leaves, spec = tree_flatten(values)
-        return str(spec), tuple(describe(v) for v in leaves)
-
-    return tracer, signature(concrete_args), signature(example_inputs)
+    leaves, spec = tree_flatten(values)
+    return str(spec), tuple(describe(v) for v in leaves)
 
 
 def _trace_uncached(
