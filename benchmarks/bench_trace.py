@@ -14,7 +14,7 @@ For BERT, GPT-2, ViT and Swin configs (random weights) and torchvision's ResNet-
 
 Wall-clock seconds (one run each: traces are seconds long, noise is small against them).
 
-    python benchmarks/bench_trace.py           # base sizes: BERT-base, GPT-2 small, ViT-B/16, Swin-T
+    python benchmarks/bench_trace.py           # BERT-base, GPT-2 small, ViT-B/16, Swin-T
     python benchmarks/bench_trace.py --quick   # 2 layers, hidden 64: CI's quick mode
 """
 
@@ -107,6 +107,20 @@ def count_traces(model: torch.nn.Module, inputs: Any, a: str, b: str) -> int:
     return len(calls)
 
 
+def measure(model: torch.nn.Module, inputs: Any) -> tuple[str, float, float, float, Any]:
+    fx_time, fx = seconds(lambda: tracing._fx_trace(model, None, None))
+    fx_text = f"{fx_time:.2f} s" + (" (fails)" if isinstance(fx, Exception) else "")
+    kwargs = inputs if isinstance(inputs, dict) else {}
+    positional = () if isinstance(inputs, dict) else (inputs,)
+    with torch.no_grad():
+        static, _ = seconds(lambda: torch.export.export(model, positional, kwargs, strict=False))
+    tracing.clear_trace_cache(model)
+    first, traced = seconds(lambda: tracing.trace(model, example_inputs=inputs))
+    cached, again = seconds(lambda: tracing.trace(model, example_inputs=inputs))
+    assert again is traced, "the second call must return the shared trace"
+    return fx_text, static, first, cached, traced
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
@@ -117,18 +131,7 @@ def main() -> None:
     for name, build in models(args.quick).items():
         model, inputs, a, b = build()
         model.eval()
-        fx_time, fx = seconds(lambda: tracing._fx_trace(model, None, None))
-        fx_text = f"{fx_time:.2f} s" + (" (fails)" if isinstance(fx, Exception) else "")
-        kwargs = inputs if isinstance(inputs, dict) else {}
-        positional = () if isinstance(inputs, dict) else (inputs,)
-        with torch.no_grad():
-            static, _ = seconds(
-                lambda: torch.export.export(model, positional, kwargs, strict=False)
-            )
-        tracing.clear_trace_cache(model)
-        first, traced = seconds(lambda: tracing.trace(model, example_inputs=inputs))
-        cached, again = seconds(lambda: tracing.trace(model, example_inputs=inputs))
-        assert again is traced, "the second call must return the shared trace"
+        fx_text, static, first, cached, traced = measure(model, inputs)
         count = count_traces(model, inputs, a, b)
         method = getattr(traced, "method", "?")
         note = f"{method}; {traced.note}" if getattr(traced, "note", "") else method
