@@ -168,3 +168,24 @@ def test_extract_with_binder_pickles_and_copies():
         torch.testing.assert_close(clone(x=X, y=Y), model(X, Y))
         with pytest.raises(FixedArgumentError):
             clone(X, Y, use_cache=True)
+
+
+def test_fx_in_place_write_on_a_value_read_later_is_kept():
+    class Bump(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.b = nn.Linear(4, 4), nn.Linear(4, 4)
+
+        def forward(self, x):
+            h = self.a(x)
+            h.add_(1)  # fx: a call_method with no users; the value b reads depends on it
+            scratch = x * 2
+            scratch.mul_(3)  # written, never read: dropped
+            return self.b(h)
+
+    model = Bump()
+    cut = Extract(model, node_out="b")
+    with torch.no_grad():
+        torch.testing.assert_close(cut(X), model(X))
+    kept = [n.meta.get("surgeon_name") for n in cut.graph.nodes]
+    assert "add_" in kept and "mul" not in kept and "mul_" not in kept, kept
