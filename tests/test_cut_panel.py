@@ -313,3 +313,31 @@ def test_load_ext_surgeon_widgets():
         assert {"surgeon", "surgeon_code", "surgeon_cell"} <= magics
     finally:
         shell.run_line_magic("unload_ext", "surgeon_widgets")
+
+
+def test_graph_nodes_never_reach_inspect_code_and_one_trace_serves_the_panel(make, monkeypatch):
+    from surgeon_widgets.engine import tracing
+
+    calls = []
+    real = tracing._trace_uncached
+    monkeypatch.setattr(
+        tracing, "_trace_uncached", lambda *a, **k: calls.append(1) or real(*a, **k)
+    )
+    config = transformers.BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                     intermediate_size=64, vocab_size=100)  # fmt: skip
+    model = transformers.BertModel(config).eval()
+    inputs = {"input_ids": torch.randint(0, 100, (1, 8))}
+    ex = make(model, inputs)
+    ex.show_nodes = True  # the tree's node rows
+    node = next(r["name"] for r in ex.rows if r["kind"] == "node" and r["cls"] != "input")
+    ex.selected = ["encoder.layer.0", node]
+    ex.node_in, ex.node_out = {"encoder.layer.0": "h"}, ["encoder.layer.1"]  # the cut report
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sub = ex.submodel()
+        namespace = {"model": model, "example_inputs": inputs}
+        exec(ex.code, namespace)  # the generated code runs
+    assert "inspected = Inspect(model, layer=['encoder.layer.0'])" in ex.code, ex.code
+    assert "node_out='encoder.layer.1'" in ex.code
+    assert sub.summary["input"] == ("h",)
+    assert len(calls) == 1, "node rows, cut report, code and submodel share one trace"

@@ -129,14 +129,13 @@ class CutPanel(t.HasTraits):
     # -- internals ----------------------------------------------------------------------------
 
     def _cut_init(self) -> None:
-        self._cut_trace: Trace | None = None
         self._cut_trace_error = ""
         self._cut_fingerprint: tuple = ()
         self._cut_refresh()
 
     @t.observe("node_in", "node_out", "selected")
     def _cut_changed(self, change: Any) -> None:
-        if hasattr(self, "_cut_trace"):
+        if hasattr(self, "_cut_trace_error"):
             self._cut_refresh()
 
     def _cut_on_msg(self, content: dict) -> bool:
@@ -152,18 +151,19 @@ class CutPanel(t.HasTraits):
         return True
 
     def _traced(self) -> Trace:
-        """The cached trace; traced again when the model's modules changed since."""
+        """The engine's shared trace of the model (traced again when the model changes); a
+        failure is remembered until the model's modules change, so clicks do not re-trace."""
         fingerprint = tuple((n, id(m)) for n, m in self._model.named_modules())
-        if fingerprint != self._cut_fingerprint:
-            self._cut_trace, self._cut_trace_error = None, ""
-            self._cut_fingerprint = fingerprint
-            try:
-                self._cut_trace = trace(self._model, example_inputs=self._example_inputs)
-            except Exception as error:  # untraceable: the panel shows why
-                self._cut_trace_error = str(error) or type(error).__name__
-        if self._cut_trace is None:
+        if self._cut_trace_error and fingerprint == self._cut_fingerprint:
             raise _TraceFailed(self._cut_trace_error)
-        return self._cut_trace
+        try:
+            traced = trace(self._model, example_inputs=self._example_inputs)
+        except Exception as error:  # untraceable: the panel shows why
+            self._cut_fingerprint = fingerprint
+            self._cut_trace_error = str(error) or type(error).__name__
+            raise _TraceFailed(self._cut_trace_error) from None
+        self._cut_trace_error = ""
+        return traced
 
     def _cut_refresh(self) -> None:
         try:
