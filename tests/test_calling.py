@@ -189,3 +189,22 @@ def test_fx_in_place_write_on_a_value_read_later_is_kept():
         torch.testing.assert_close(cut(X), model(X))
     kept = [n.meta.get("surgeon_name") for n in cut.graph.nodes]
     assert "add_" in kept and "mul" not in kept and "mul_" not in kept, kept
+
+
+def test_fx_concrete_args_are_fixed_and_renamed_placeholders_map_to_their_parameter():
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin, self.out = nn.Linear(4, 4), nn.Linear(4, 1)
+
+        def forward(self, x, double=False):
+            h = self.lin(x)
+            return self.out(h * 2 if double else h)
+
+    model = Net()
+    cut = Extract(model, node_out="out", concrete_args={"double": True})  # fx names it double_1
+    expected = model(X, double=True)
+    for got in (cut(X), cut(X, True), cut(x=X, double=True)):
+        torch.testing.assert_close(got, expected)
+    with pytest.raises(FixedArgumentError, match="traced with double=True"):
+        cut(X, double=False)

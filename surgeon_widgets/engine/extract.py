@@ -252,12 +252,17 @@ def _original_slots(traced: Trace, placeholders: list[fx.Node]) -> dict[fx.Node,
             for _ in tree_flatten(layout.traced.get(name))[0]
         ]
         params = list(leaves) if len(leaves) == len(placeholders) else params
+    if layout is not None and layout.method == "fx" and layout.signature is not None:
+        # fx makes one placeholder per parameter, in order, but may rename it (double_1)
+        names = list(layout.signature.parameters)
+        if len(names) == len(placeholders):
+            params = list(names)
     slots = {}
     for i, node in enumerate(placeholders):
         name = node.meta.get(NAME, node.name)
         if layout is None or layout.method != "export":
-            param = str(node.target).lstrip("*")
-            slots[node] = Slot(tuple(dict.fromkeys((node.name, name, param))), param)
+            param = params[i] or str(node.target).lstrip("*")
+            slots[node] = Slot(tuple(dict.fromkeys((param, node.name, name))), param)
         else:
             param = params[i] or name
             slots[node] = Slot(tuple(dict.fromkeys((node.name, name))), param, index=i)
