@@ -1,7 +1,9 @@
 // Capture options bound to traits: `gradients` (checkbox) and `max_rate` (updates per second),
 // and the note shown when clicks cannot reach a running cell (`clicks` = "note").
+// A recorded run (`run` trait) has nothing to capture: it shows what the tree does instead.
 
 import { h } from "./dom.js";
+import { recordedLayers } from "./run_mode.js";
 
 /** @typedef {import("./types.js").Model} Model */
 /** @typedef {import("./dom.js").Disposer} Disposer */
@@ -21,7 +23,17 @@ export function controls(model, d) {
   ]);
   const refused = h("span", { class: "sw-rate-refused", role: "alert" });
   refused.hidden = true;
+  const live = h("div", { class: "sw-live-controls" }, [
+    h("label", {}, [grads, " gradients"]),
+    h("label", {}, ["max rate ", rate, " /s"]),
+  ]);
+  const runNote = h("span", { class: "sw-run-note", role: "note" }, [
+    "recorded run: select recorded layers in the tree to show them",
+  ]);
   const paint = () => {
+    const run = recordedLayers(model) != null;
+    live.hidden = run;
+    runNote.hidden = !run;
     note.hidden = model.get("clicks") !== "note";
     grads.checked = Boolean(model.get("gradients"));
     const r = String(model.get("max_rate") ?? 10);
@@ -42,11 +54,7 @@ export function controls(model, d) {
   d.onModel(model, "change:gradients", paint);
   d.onModel(model, "change:max_rate", paint);
   d.onModel(model, "change:clicks", paint);
+  d.onModel(model, "change:run", paint);
   paint();
-  return h("div", { class: "sw-controls" }, [
-    h("label", {}, [grads, " gradients"]),
-    h("label", {}, ["max rate ", rate, " /s"]),
-    note,
-    refused,
-  ]);
+  return h("div", { class: "sw-controls" }, [live, runNote, note, refused]);
 }

@@ -8,6 +8,7 @@ import { AttentionStore } from "./heatmap/store.js";
 import { HooksPanel } from "./hooks_panel/view.js";
 import { LayerPanels } from "./histogram/panel.js";
 import { HistoryStore } from "./histogram/store.js";
+import { recordedLayers } from "./run_mode.js";
 import { TreeView } from "./tree/view.js";
 
 /** @typedef {import("./types.js").Model} Model */
@@ -44,6 +45,11 @@ function render({ model, el }) {
   d.listen(root, "focusin", (e) => {
     if (e.target instanceof HTMLElement) e.target.setAttribute("data-lm-suppress-shortcuts", "true");
   });
+
+  // A recorded run cannot be cut (no model in the notebook): no cut panel.
+  const paintRun = () => { cut.el.hidden = recordedLayers(model) != null; };
+  d.onModel(model, "change:run", paintRun);
+  paintRun();
 
   d.onModel(model, "change:selected", () => panels.sync(model.get("selected") ?? []));
   d.onModel(model, "msg:custom", (/** @type {any} */ msg, /** @type {DataView[]} */ buffers) => {

@@ -62,6 +62,7 @@ class RunExplorerView(anywidget.AnyWidget):
     hooks = t.List(t.Dict()).tag(sync=True)
     errors = t.List(t.Unicode()).tag(sync=True)
     search = t.Unicode("").tag(sync=True)
+    run = t.Dict().tag(sync=True)  # {layers: recorded}: the front end shows a run (PROTOCOL.md)
 
 
 def records(series: Series, since: int = -1) -> list[Record]:
@@ -94,7 +95,8 @@ class RunView(ipywidgets.VBox):
                 if s.kind == "activation":
                     shapes[layer] = {"shape": list(s.latest.shape), "dtype": s.latest.dtype}
         self.view = RunExplorerView(rows=self.run.rows, selected=selected or layers, shapes=shapes,
-                                    gradients=bool(self.run.manifest.get("gradients")))  # fmt: skip
+                                    gradients=bool(self.run.manifest.get("gradients")),
+                                    run={"layers": layers})  # fmt: skip
         self.status_line = ipywidgets.HTML()
         self._sent: dict[str, int] = {}  # key -> last step sent to the view
         self._stop = threading.Event()

@@ -390,3 +390,61 @@ def test_error_list_clear_button_replaced_notice_and_mode(harness, tmp_path):
     assert page.locator(".sw-rate-refused").is_visible()
     assert "must be ≥ 0" in page.inner_text(".sw-rate-refused")
     assert model(page, "max_rate") == 10
+
+
+LIVE_ONLY = {
+    "gradients checkbox": ".sw-gradients",
+    "max rate": ".sw-rate",
+    "hooks title": ".sw-hooks-title",
+    "remove all hooks": ".sw-remove-hooks",
+    "cut panel": "section.sw-cut",
+    "graph nodes switch": ".sw-switch",
+}
+
+
+def visible(page, selector):
+    return page.locator(selector).first.is_visible()
+
+
+def test_run_view_hides_live_controls_and_marks_unrecorded_layers(harness):
+    page = harness
+    mount(page, rows=ROWS, hooks=[{"name": "head", "kind": "activation"}], selected=["head"])
+    assert {k: visible(page, s) for k, s in LIVE_ONLY.items()} == dict.fromkeys(LIVE_ONLY, True)
+    assert not visible(page, ".sw-run-note")
+    assert page.locator('[aria-disabled="true"]').count() == 0
+    assert page.evaluate("() => window.harness.unmount()") is True
+
+    # Explorer.from_run: `run` lists the recorded layers (PROTOCOL.md "Recorded runs")
+    recorded = ["encoder.layers.0.mlp", "head"]
+    mount(page, rows=ROWS, selected=recorded, run={"layers": recorded})
+    assert {k: visible(page, s) for k, s in LIVE_ONLY.items()} == dict.fromkeys(LIVE_ONLY, False)
+    assert not visible(page, ".sw-hooks"), "no hooks and no errors: nothing to show"
+    assert "select recorded layers" in page.inner_text(".sw-run-note")
+    enc = page.locator('[data-name="encoder"]')
+    assert enc.get_attribute("aria-disabled") == "true"
+    assert enc.get_attribute("aria-label").endswith("not recorded")
+    assert "not recorded" in enc.inner_text()
+    assert page.locator('[data-name="head"]').get_attribute("aria-disabled") is None
+    assert "not recorded" not in page.locator('[data-name="head"]').inner_text()
+
+    page.click('[data-name="head"]')  # the tree filters which recorded layers are shown
+    assert model(page, "selected") == ["head"]
+    shown = page.locator("[data-layer]").evaluate_all("els => els.map(e => e.dataset.layer)")
+    assert shown == ["head"]
+    # aria-disabled rows are not "enabled" for playwright either: force the user's click
+    page.click('[data-name="encoder"]', force=True)  # not recorded: the selection stays
+    assert model(page, "selected") == ["head"]
+    page.keyboard.press("Enter")  # the focused unrecorded row
+    assert model(page, "selected") == ["head"]
+    page.click('[data-name="encoder.layers.0"]', modifiers=["Control"], force=True)
+    assert model(page, "selected") == ["head"]
+    page.click('[data-name="encoder.layers.0"] .sw-twisty', force=True)  # expand still works
+    assert "encoder.layers.0.mlp" in names(page)
+    page.click('[data-name="head"]')
+    page.click('[data-name="encoder"]', modifiers=["Shift"], force=True)  # range: recorded only
+    assert model(page, "selected") == ["encoder.layers.0.mlp", "head"]
+
+    # a failed run's error still shows, without the hooks list or its button
+    page.evaluate("() => window.harness.model().set('errors', ['job failed: boom'])")
+    assert visible(page, ".sw-hooks") and "job failed: boom" in page.inner_text(".sw-errors")
+    assert not visible(page, ".sw-remove-hooks") and not visible(page, ".sw-hooks-title")

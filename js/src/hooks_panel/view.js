@@ -1,7 +1,9 @@
 // Active hooks, the "replaced by a newer Explorer" notice, notes, and the error list (merged
 // entries with a count, the detail on hover and in a <details>, a Clear button).
+// A recorded run has no hooks: only its errors (reading the run, a failed job) are shown.
 
 import { h } from "../dom.js";
+import { recordedLayers } from "../run_mode.js";
 
 /** @typedef {import("../types.js").Model} Model */
 /** @typedef {import("../types.js").ErrorEntry} ErrorEntry */
@@ -35,16 +37,17 @@ export class HooksPanel {
       h("div", { class: "sw-hooks-head" }, [h("h3", { class: "sw-errors-title", text: "Errors" }), this.clear]),
       this.errors,
     ]);
+    this.head = h("div", { class: "sw-hooks-head" }, [this.title, this.button]);
     this.el = h("div", { class: "sw-hooks" }, [
       this.replaced,
       this.notes,
-      h("div", { class: "sw-hooks-head" }, [this.title, this.button]),
+      this.head,
       this.list,
       this.errorBox,
     ]);
     d.listen(this.button, "click", () => model.send({ type: "remove_all_hooks" }));
     d.listen(this.clear, "click", () => model.send({ type: "clear_errors" }));
-    for (const trait of ["hooks", "errors", "selected", "notes", "replaced"]) {
+    for (const trait of ["hooks", "errors", "selected", "notes", "replaced", "run"]) {
       d.onModel(model, `change:${trait}`, () => this.paint());
     }
     this.paint();
@@ -71,5 +74,9 @@ export class HooksPanel {
       ...(e.detail ? [h("details", { class: "sw-error-detail" }, [h("summary", { text: "detail" }), h("pre", { text: e.detail })])] : []),
     ])));
     this.errorBox.hidden = errors.length === 0;
+    const run = recordedLayers(this.model) != null;
+    this.head.hidden = run;
+    this.list.hidden = run;
+    this.el.hidden = run && errors.length === 0 && notes.length === 0 && !replaced;
   }
 }

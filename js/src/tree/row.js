@@ -38,9 +38,10 @@ function markButton(name, side, mark) {
 
 /**
  * @param {{ v: VisibleRow, index: number, id: string, selected: boolean, active: boolean,
- *           shape: ShapeInfo | undefined, mark?: "in" | "out" | null, markable?: boolean }} p
+ *           shape: ShapeInfo | undefined, mark?: "in" | "out" | null, markable?: boolean,
+ *           unrecorded?: boolean }} p  unrecorded: a recorded run's row without records
  */
-export function renderRow({ v, index, id, selected, active, shape, mark, markable }) {
+export function renderRow({ v, index, id, selected, active, shape, mark, markable, unrecorded }) {
   const { row } = v;
   const params = row.kind === "module" ? `${formatCount(row.params)} params` : "graph node";
   const shp = shapeText(shape);
@@ -54,10 +55,14 @@ export function renderRow({ v, index, id, selected, active, shape, mark, markabl
     "aria-setsize": v.setsize,
     "aria-posinset": v.posinset,
     "aria-selected": selected,
-    "aria-label": [row.name, row.cls, params, shp].filter(Boolean).join(", "),
+    "aria-label": [row.name, row.cls, params, shp, unrecorded ? "not recorded" : ""].filter(Boolean).join(", "),
     title: row.name,
   });
   if (v.hasChildren) el.setAttribute("aria-expanded", String(v.expanded));
+  if (unrecorded) {
+    el.setAttribute("aria-disabled", "true");
+    el.classList.add("sw-unrecorded");
+  }
   el.style.top = `${index * ROW_HEIGHT}px`;
   el.style.paddingLeft = `${(v.level - 1) * 14 + 4}px`;
   el.append(
@@ -65,7 +70,7 @@ export function renderRow({ v, index, id, selected, active, shape, mark, markabl
     h("span", { class: "sw-name", text: shortName(row) }),
     h("span", { class: "sw-cls", text: row.cls }),
     h("span", { class: "sw-params", text: row.kind === "module" ? formatCount(row.params) : "node" }),
-    h("span", { class: "sw-shape", text: shp }),
+    h("span", { class: "sw-shape", text: unrecorded ? "not recorded" : shp }),
   );
   if (markable) el.append(markButton(row.name, "in", mark), markButton(row.name, "out", mark));
   if (mark) el.classList.add(`sw-cut-${mark}`);

@@ -2,6 +2,7 @@
 
 import { markOf, toggleOnModel } from "../cut/marks.js";
 import { h } from "../dom.js";
+import { recordedLayers } from "../run_mode.js";
 import { TreeIndex, visibleRows } from "./flatten.js";
 import { keyAction } from "./keys.js";
 import { renderRow, ROW_HEIGHT } from "./row.js";
@@ -72,6 +73,7 @@ export class TreeView {
       this.rebuild();
     });
     d.onModel(model, "change:rows", () => this.rebuild());
+    d.onModel(model, "change:run", () => this.rebuild());
     d.onModel(model, "change:show_nodes", () => this.rebuild());
     d.onModel(model, "change:selected", () => this.paint());
     d.onModel(model, "change:shapes", () => this.paint());
@@ -94,6 +96,7 @@ export class TreeView {
   rebuild() {
     const show = Boolean(this.model.get("show_nodes"));
     this.nodesSwitch.setAttribute("aria-checked", String(show));
+    this.nodesSwitch.hidden = recordedLayers(this.model) != null;  // a run has no graph nodes
     this.index = new TreeIndex(this.model.get("rows") ?? [], show);
     this.paintError();
     this.refresh();
@@ -134,12 +137,14 @@ export class TreeView {
     const selected = new Set(this.model.get("selected") ?? []);
     const shapes = this.model.get("shapes") ?? {};
     const act = this.activeIndex();
-    const markable = Boolean(this.model.get("show_nodes"));  // cut marks live in the node view
+    const recorded = recordedLayers(this.model);
+    const markable = Boolean(this.model.get("show_nodes")) && !recorded;  // cut marks live in the node view
     /** @param {number} i */
     const make = (i) => renderRow({
       v: this.visible[i], index: i, id: this.rowId(i), active: i === act,
       selected: selected.has(this.visible[i].row.name), shape: shapes[this.visible[i].row.name],
       mark: markOf(this.model, this.visible[i].row.name), markable,
+      unrecorded: recorded != null && !recorded.has(this.visible[i].row.name),
     });
     const els = [];
     for (let i = first; i < last; i++) els.push(make(i));
@@ -158,9 +163,10 @@ export class TreeView {
     else if (top + ROW_HEIGHT > this.tree.scrollTop + viewH) this.tree.scrollTop = top + ROW_HEIGHT - viewH;
   }
 
-  /** @param {string[]} names */
+  /** @param {string[]} names  (a recorded run keeps its recorded layers only) */
   setSelected(names) {
-    this.model.set("selected", names);
+    const recorded = recordedLayers(this.model);
+    this.model.set("selected", recorded ? names.filter((n) => recorded.has(n)) : names);
     this.model.save_changes();
     this.paint();
   }
@@ -180,6 +186,8 @@ export class TreeView {
       return;
     }
     this.anchor = name;
+    const recorded = recordedLayers(this.model);
+    if (recorded && !recorded.has(name)) { this.paint(); return; }  // not recorded: focus only
     if (mode === "only") this.setSelected([name]);
     else this.setSelected(current.includes(name) ? current.filter((s) => s !== name) : [...current, name]);
   }
