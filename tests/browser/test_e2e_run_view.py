@@ -2,7 +2,9 @@
 
 A run is recorded in the kernel (one process), then shown; the test waits for the status line
 to say finished, the tree to list the model's modules, and the histogram canvas of a recorded
-layer to be painted; screenshots in light and dark themes go to the test's tmp folder.
+layer to be painted, and checks the live-only controls (gradients, max rate, hooks, cut) are
+hidden and the unrecorded layer says so; screenshots in light and dark themes go to the test's
+tmp folder.
 """
 
 from __future__ import annotations
@@ -75,6 +77,16 @@ def test_from_run_shows_tree_status_and_histograms(browser, jupyterlab, tmp_path
         status = page.locator(".sw-run-status").inner_text()
         assert "last recorded step 11" in status and "1 rank(s)" in status, status
         assert page.locator('[role="treeitem"][data-name="2"]').count() == 1
+        # a run, not a live capture: no live-only controls; the unrecorded ReLU says so
+        for live_only in (".sw-gradients", ".sw-rate", ".sw-remove-hooks", "section.sw-cut",
+                          ".sw-switch"):  # fmt: skip
+            assert page.locator(live_only).count() == 1, live_only  # rendered, then hidden
+            assert not page.locator(live_only).is_visible(), f"{live_only} shown for a run"
+        assert page.locator(".sw-run-note").is_visible()
+        relu = page.locator('[role="treeitem"][data-name="1"]')
+        assert relu.get_attribute("aria-disabled") == "true" and "not recorded" in relu.inner_text()
+        recorded = page.locator('[role="treeitem"][data-name="2"]')
+        assert recorded.get_attribute("aria-disabled") is None
         page.wait_for_function(PAINTED, arg="0", timeout=20_000)
         page.wait_for_function(PAINTED, arg="2", timeout=20_000)
         stats = page.locator('[data-layer="2"] .sw-stats').first.inner_text()
