@@ -33,6 +33,7 @@ import ipywidgets
 import traitlets as t
 from matplotlib.figure import Figure
 
+from ..engine.naming import UnknownNameError
 from ..engine.series import Series
 from ..record import Run, read_run
 from . import tree
@@ -79,7 +80,7 @@ class RunView(ipywidgets.VBox):
 
     Args:
         path: the folder a :class:`~surgeon_widgets.Recorder` writes.
-        selected: layers shown at first (default: every recorded layer).
+        selected: layers shown at first (default: every recorded layer); each must be recorded.
         poll: seconds between reads of the folder while the run is running.
     """
 
@@ -89,6 +90,10 @@ class RunView(ipywidgets.VBox):
         self.run: Run = read_run(path)
         self.poll = poll
         layers = self.run.layers
+        for name in selected or []:
+            if name not in layers:  # the view can only show what was recorded
+                shown = ", ".join(map(repr, layers[:12])) + (", ..." if len(layers) > 12 else "")
+                raise UnknownNameError(name, layers, "recorded layer", f"recorded: {shown}")
         shapes = {}
         for layer in layers:
             for s in self.run.stats(layer).values():
@@ -148,9 +153,10 @@ class RunView(ipywidgets.VBox):
 
     def close(self) -> None:
         """Stop following and close the widgets."""
-        self._stop.set()
-        self.view.close()
-        self.status_line.close()
+        if hasattr(self, "_stop"):  # ipywidgets also closes a RunView whose __init__ raised
+            self._stop.set()
+            self.view.close()
+            self.status_line.close()
         super().close()
 
     def __repr__(self) -> str:

@@ -93,3 +93,22 @@ def test_from_run_shows_a_failed_run(tmp_path):
     assert "failing on purpose" in view.status_line.value
     assert any("failing on purpose" in e for e in view.view.errors)
     view.close()
+
+
+def test_from_run_selected_must_be_recorded(tmp_path):
+    import torch
+    from torch import nn
+
+    from surgeon_widgets import Recorder, UnknownNameError
+
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    with Recorder(model, tmp_path, layers=["0", "2"], every=1) as rec:
+        model(torch.ones(3, 4)).sum().backward()
+        rec.step()
+    with pytest.raises(UnknownNameError, match=r"unknown recorded layer '1'.*recorded: '0', '2'"):
+        Explorer.from_run(tmp_path, selected=["1"])
+    view = Explorer.from_run(tmp_path, selected=["2"])
+    try:
+        assert view.view.selected == ["2"] and view.view.run == {"layers": ["0", "2"]}
+    finally:
+        view.close()
