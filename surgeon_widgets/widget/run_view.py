@@ -201,6 +201,8 @@ class RunView(ipywidgets.VBox):
             self.view.send(*stats_message(fit_budget(by_step[step])))
 
     def _on_msg(self, widget: Any, content: Any, buffers: Any) -> None:
+        if isinstance(content, dict) and content.get("type") == "clear_errors":
+            self.view.errors = []  # the error list's Clear button (PROTOCOL.md)
         if isinstance(content, dict) and content.get("type") == "hello":
             history = {s.key: records(s)[-HISTORY:] for s in self._series()}
             latest = fit_budget([recs[-1] for recs in history.values() if recs])

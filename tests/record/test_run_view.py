@@ -110,5 +110,8 @@ def test_from_run_selected_must_be_recorded(tmp_path):
     view = Explorer.from_run(tmp_path, selected=["2"])
     try:
         assert view.view.selected == ["2"] and view.view.run == {"layers": ["0", "2"]}
+        view.view.errors = ["reading the run: boom"]
+        view._on_msg(view.view, {"type": "clear_errors"}, [])  # the Clear button
+        assert view.view.errors == []
     finally:
         view.close()
