@@ -28,7 +28,7 @@ class Record:
     """Stats of one tensor leaf (``key`` = ``layer/leaf``) of one layer at one step.
 
     ``step`` is the index of the watched model's forward (shared by every layer and kind);
-    ``training`` is the model's mode in that forward.
+    ``training`` is the model's mode in that forward (``None``: not known, e.g. a recorded run).
     """
 
     key: str
@@ -37,7 +37,7 @@ class Record:
     kind: str  # "activation" or "gradient"
     step: int
     stats: TensorStats
-    training: bool = True
+    training: bool | None = True
 
 
 class History:

@@ -67,9 +67,12 @@ class RunExplorerView(anywidget.AnyWidget):
 
 
 def records(series: Series, since: int = -1) -> list[Record]:
-    """The :class:`Record`s of ``series`` after step ``since`` (the wire form's input)."""
+    """The :class:`Record`s of ``series`` after step ``since`` (the wire form's input).
+
+    A run does not record the model's train / eval mode: ``training`` is ``None`` (not sent).
+    """
     return [
-        Record(series.key, series.layer, series.leaf, series.kind, step, stats)
+        Record(series.key, series.layer, series.leaf, series.kind, step, stats, training=None)
         for step, stats in zip(series.steps, series.values)
         if step > since
     ]

@@ -34,13 +34,14 @@ def _num(value: float | None) -> float | None:
 def item(record: Record, buffer: int) -> dict:
     """The JSON part of one :class:`Record`; its histogram is ``buffers[buffer]``."""
     s = record.stats
+    mode = {} if record.training is None else {"training": record.training}
     return {
         "key": record.key,
         "layer": record.layer,
         "leaf": record.leaf,
         "kind": record.kind,
         "step": record.step,
-        "training": record.training,
+        **mode,  # absent when not known (a recorded run): the view shows no train / eval
         "shape": list(s.shape),
         "dtype": s.dtype,
         "numel": s.numel,

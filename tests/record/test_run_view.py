@@ -77,6 +77,7 @@ def test_from_run_follows_a_running_job_then_replays(tmp_path):
     replay.view.send = lambda content, buffers=None: got.append(content)
     replay._on_msg(replay.view, {"type": "hello"}, [])
     assert got[0]["type"] == "snapshot"
+    assert all("training" not in i for i in got[0]["items"]), "a run records no train/eval mode"
     assert [i["step"] for i in got[0]["history"]["block1.conv/output"]] == list(range(14))
     assert "image/png" in replay._repr_mimebundle_()
     view.close()
