@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -85,7 +86,7 @@ def test_heatmap_pixels_follow_the_shared_colormap(att):
         expected = [round(c * 255) for c in viridis(v)[:3]]
         assert lut[3 * v : 3 * v + 3] == expected
     for row, col in [(0, 0), (1, 2), (3, 3)]:
-        v = mean[row * 4 + col]
+        v = round(mean[row * 4 + col] * 0.8)  # fixed 0-1 scale: weight v / 255 * 0.8
         assert pixel(att, MAP, col, row) == [*lut[3 * v : 3 * v + 3], 255]
     box = att.locator(MAP).bounding_box()
     assert round(box["width"]) == 256 and round(box["height"]) == 256
@@ -117,6 +118,7 @@ def test_head_selector_thumbnails_and_batch_selector(att):
     items = small_items({"mean": mean, 0: head0, 1: head1}, batches=3)
     att.evaluate("(items) => window.attention.inject(items)", items)
     lut = att.evaluate("() => window.attention.COLORMAP")
+    att.locator("input.sw-att-contrast").check()  # each map over its own range: v is the index
     heads = att.locator("select.sw-att-head option").all_inner_texts()
     assert heads == ["mean of heads", "head 0", "head 1"]
     att.select_option("select.sw-att-head", "1")
@@ -188,7 +190,7 @@ def test_bundle_mounts_heatmap_for_selected_attention_layer(harness):
     )
     assert harness.locator("section[data-attention]").count() == 1  # only selected layers
     lut = harness.evaluate("async () => Array.from((await import('/js/src/colormap.js')).COLORMAP)")
-    v = values[0][1 * 4 + 2]
+    v = round(values[0][1 * 4 + 2] * 0.5)  # fixed 0-1 scale, hi 0.5
     assert pixel(harness, MAP, 2, 1) == [*lut[3 * v : 3 * v + 3], 255]
     assert hover_cell(harness, 1, 2) == 'query "cat" #1 · key "sat" #2 · weight 0.0938'
     harness.select_option("select.sw-att-batch", "1")
@@ -212,3 +214,60 @@ def test_arrow_keys_move_the_read_out(att):
     att.keyboard.press("ArrowDown")
     att.keyboard.press("ArrowRight")
     assert readout.inner_text() == 'query "cat" #1 · key "cat" #1 · weight 0.0500'
+
+
+def legend(page):
+    box = f"section[data-attention='{LAYER}'] .sw-att-legend"
+    return (
+        page.locator(f"{box} .sw-att-legend-lo").inner_text(),
+        page.locator(f"{box} .sw-att-legend-hi").inner_text(),
+    )
+
+
+def test_uniform_attention_sits_low_on_the_fixed_scale_and_fills_it_with_contrast(att):
+    n = 16  # BERT-like near-uniform attention: 1/16 everywhere
+    pattern = torch.full((1, 2, n, n), 1 / n)
+    content, buffers = attention_message(LAYER, pattern)
+    items = []
+    for it in content["items"]:  # the harness's inject() takes the buffers as plain lists
+        exact = np.frombuffer(buffers[it.pop("exact")["buffer"]], np.float32)
+        items.append({**it, "values": list(buffers[it.pop("buffer")]), "exactValues": exact.tolist()})
+    att.evaluate("(items) => window.attention.inject(items)", items)
+    lut = att.evaluate("() => window.attention.COLORMAP")
+    low = [*lut[3 * 16 : 3 * 16 + 3], 255]  # 0.0625 of the way up the colormap
+    assert {tuple(pixel(att, MAP, x, y)) for x, y in [(0, 0), (7, 9), (15, 15)]} == {tuple(low)}
+    assert legend(att) == ("0", "1")
+    bar = f"section[data-attention='{LAYER}'] .sw-att-legend-bar"
+    assert pixel(att, bar, 0, 0) == [*lut[0:3], 255] and pixel(att, bar, 255, 0) == [*lut[765:768], 255]
+    att.locator("input.sw-att-contrast").check()
+    assert pixel(att, MAP, 7, 9) == [*lut[765:768], 255]  # the map's own range: its top
+    assert legend(att) == ("0", "0.0625")
+    thumb = "button[data-head='mean'] canvas"
+    assert pixel(att, thumb, 3, 3) == [*lut[765:768], 255]  # thumbnails follow the panel's scale
+    att.locator("input.sw-att-contrast").uncheck()
+    assert pixel(att, MAP, 7, 9) == low and legend(att) == ("0", "1")
+
+
+def test_hovered_cell_is_outlined_and_a_query_label_highlights_its_row(att):
+    exact = [[0.1, 0.2, 0.3, 0.4, 0.7, 0.1, 0.1, 0.1, 0.25] + [0.25] * 7, [0.0] * 16]
+    items = small_items({"mean": [0] * 16, 0: [0] * 16}, exact=exact)
+    att.evaluate("(items) => window.attention.inject(items)", items)
+    section = f"section[data-attention='{LAYER}']"
+    assert att.locator(f"{section} .sw-att-axis-q").inner_text() == "query →"
+    assert att.locator(f"{section} .sw-att-axis-k").inner_text() == "key →"
+    hover_cell(att, 2, 1)
+    cursor = att.locator(f"{section} .sw-att-cursor")
+    box, cell = att.locator(MAP).bounding_box(), cursor.bounding_box()
+    assert cursor.is_visible()
+    assert (round(cell["x"] - box["x"]), round(cell["y"] - box["y"])) == (64, 128)
+    assert (round(cell["width"]), round(cell["height"])) == (64, 64)
+    labels = att.locator(f"{section} canvas.sw-att-qlabels")
+    lbox = labels.bounding_box()
+    labels.hover(position={"x": lbox["width"] - 10, "y": 1.5 * lbox["height"] / 4})  # "cat"
+    readout = att.locator(f"{section} .sw-att-readout").inner_text()
+    assert readout == 'query "cat" #1 attends most to "The" #0 0.7000, "cat" #1 0.1000, "sat" #2 0.1000'
+    row = att.locator(f"{section} .sw-att-rowmark").bounding_box()
+    assert (round(row["y"] - box["y"]), round(row["height"]), round(row["width"])) == (64, 64, 256)
+    assert not cursor.is_visible()  # the pointer left the map
+    att.mouse.move(0, 0)
+    assert not att.locator(f"{section} .sw-att-rowmark").is_visible()

@@ -5,15 +5,49 @@ import { COLORMAP } from "../colormap.js";
 
 /** @typedef {import("./store.js").AttentionMap} AttentionMap */
 
+/** @typedef {"fixed" | "contrast"} ScaleMode */
+/** @typedef {{ lo: number, hi: number }} Scale */
+
+/** The fixed scale of attention weights (as CircuitsVis): 0 is the colormap's low end, 1 its top. */
+export const FIXED = Object.freeze({ lo: 0, hi: 1 });
+
 /**
- * RGBA pixels of a uint8 map: value v gets COLORMAP entry v.
+ * The weight range a map is coloured over: 0-1 when fixed, the map's own range for contrast.
+ * @param {AttentionMap} m
+ * @param {ScaleMode} mode
+ * @returns {Scale}
+ */
+export function mapScale(m, mode) {
+  if (mode === "fixed") return FIXED;
+  return { lo: m.lo, hi: m.hi > m.lo ? m.hi : m.lo + 1e-12 };
+}
+
+/**
+ * Colormap index of each uint8 value v of `m` (weight m.lo + v / 255 * (m.hi - m.lo)) under `scale`.
+ * @param {AttentionMap} m
+ * @param {Scale} scale
+ * @returns {Uint8Array}
+ */
+export function scaleTable(m, scale) {
+  const table = new Uint8Array(256);
+  const span = scale.hi - scale.lo;
+  for (let v = 0; v < 256; v++) {
+    const w = m.lo + (v / 255) * (m.hi - m.lo);
+    table[v] = Math.round(Math.min(1, Math.max(0, (w - scale.lo) / span)) * 255);
+  }
+  return table;
+}
+
+/**
+ * RGBA pixels of a uint8 map: value v gets COLORMAP entry table[v] (identity without a table).
  * @param {Uint8Array} values
+ * @param {Uint8Array} [table]
  * @returns {Uint8ClampedArray<ArrayBuffer>}
  */
-export function colorize(values) {
+export function colorize(values, table) {
   const out = new Uint8ClampedArray(new ArrayBuffer(values.length * 4));
   for (let i = 0; i < values.length; i++) {
-    const c = values[i] * 3;
+    const c = (table ? table[values[i]] : values[i]) * 3;
     const o = i * 4;
     out[o] = COLORMAP[c];
     out[o + 1] = COLORMAP[c + 1];
@@ -28,8 +62,9 @@ export function colorize(values) {
  * @param {HTMLCanvasElement} canvas
  * @param {AttentionMap} m
  * @param {number} size
+ * @param {Scale} scale
  */
-export function paintMap(canvas, m, size) {
+export function paintMap(canvas, m, size, scale) {
   if (canvas.width !== m.cols || canvas.height !== m.rows) {
     canvas.width = m.cols;
     canvas.height = m.rows;
@@ -38,7 +73,20 @@ export function paintMap(canvas, m, size) {
   canvas.style.width = `${Math.round((size * m.cols) / long)}px`;
   canvas.style.height = `${Math.round((size * m.rows) / long)}px`;
   const ctx = /** @type {CanvasRenderingContext2D} */ (canvas.getContext("2d"));
-  ctx.putImageData(new ImageData(colorize(m.values), m.cols, m.rows), 0, 0);
+  ctx.putImageData(new ImageData(colorize(m.values, scaleTable(m, scale)), m.cols, m.rows), 0, 0);
+}
+
+/**
+ * The colour legend's bar: the whole colormap, low end at the left.
+ * @param {HTMLCanvasElement} canvas
+ */
+export function paintLegendBar(canvas) {
+  if (canvas.width === 256) return;
+  canvas.width = 256;
+  canvas.height = 1;
+  const ramp = new Uint8Array(256).map((_, i) => i);
+  const ctx = /** @type {CanvasRenderingContext2D} */ (canvas.getContext("2d"));
+  ctx.putImageData(new ImageData(colorize(ramp), 256, 1), 0, 0);
 }
 
 /**
@@ -49,8 +97,9 @@ export function paintMap(canvas, m, size) {
  * @param {number} length CSS pixels along the axis
  * @param {"rows" | "cols"} axis rows: query labels left of the map; cols: key labels above it
  * @param {string} color
+ * @param {{ index: number, background: string, color: string } | null} [mark] one label drawn highlighted
  */
-export function paintLabels(canvas, tokens, cells, length, axis, color) {
+export function paintLabels(canvas, tokens, cells, length, axis, color, mark = null) {
   const depth = 72;
   const dpr = Math.max(1, Math.round(window.devicePixelRatio || 1));
   const [w, h] = axis === "rows" ? [depth, length] : [length, depth];
@@ -68,9 +117,17 @@ export function paintLabels(canvas, tokens, cells, length, axis, color) {
   ctx.font = `${Math.min(11, Math.max(8, cell - 1))}px sans-serif`;
   ctx.textBaseline = "middle";
   ctx.textAlign = "right";
-  for (let i = 0; i < cells; i += every) {
+  for (let i = 0; i < cells; i++) {
+    if (i % every !== 0 && i !== mark?.index) continue;
     const text = tokens[i].length > 10 ? `${tokens[i].slice(0, 9)}…` : tokens[i];
     const at = (i + 0.5) * cell;
+    ctx.fillStyle = color;
+    if (i === mark?.index) {
+      ctx.fillStyle = mark.background;
+      if (axis === "rows") ctx.fillRect(0, i * cell, depth, Math.max(cell, 11));
+      else ctx.fillRect(i * cell, 0, Math.max(cell, 11), depth);
+      ctx.fillStyle = mark.color;
+    }
     if (axis === "rows") {
       ctx.fillText(text, depth - 3, at);
     } else {

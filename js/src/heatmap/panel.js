@@ -2,8 +2,9 @@
 // open) and, per layer, a heatmap with head and batch selectors, token labels and a hover read-out.
 
 import { cssVar, Disposer, h } from "../dom.js";
-import { paintLabels, paintMap } from "./draw.js";
-import { cellAt, readout } from "./readout.js";
+import { mapScale, paintLabels, paintLegendBar, paintMap } from "./draw.js";
+import { num } from "../histogram/format.js";
+import { cellAt, readout, rowReadout } from "./readout.js";
 
 /** @typedef {import("../types.js").Model} Model */
 /** @typedef {import("./store.js").AttentionStore} AttentionStore */
@@ -12,11 +13,15 @@ import { cellAt, readout } from "./readout.js";
 const SIZE = 256; // CSS pixels of the heatmap's long side
 const THUMB = 40;
 
+/** @typedef {import("./draw.js").ScaleMode} ScaleMode */
+
 /**
+ * `hover` is the cell under the pointer (or arrow keys); `row` the query token label hovered.
  * @typedef {{
- *   el: HTMLElement, d: Disposer, head: string, hover: [number, number] | null,
- *   canvas: HTMLCanvasElement, rowsLabels: HTMLCanvasElement, colsLabels: HTMLCanvasElement,
- *   headSel: HTMLSelectElement, batchSel: HTMLSelectElement, text: HTMLElement, title: HTMLElement
+ *   el: HTMLElement, d: Disposer, head: string, hover: [number, number] | null, row: number | null,
+ *   mode: ScaleMode, canvas: HTMLCanvasElement, rowsLabels: HTMLCanvasElement, colsLabels: HTMLCanvasElement,
+ *   headSel: HTMLSelectElement, batchSel: HTMLSelectElement, contrast: HTMLInputElement,
+ *   text: HTMLElement, title: HTMLElement, legend: HTMLElement, cursor: HTMLElement, rowMark: HTMLElement
  * }} Panel
  */
 
@@ -103,25 +108,51 @@ export class AttentionPanels {
     const colsLabels = h("canvas", { class: "sw-att-klabels", "aria-hidden": "true" });
     const headSel = h("select", { class: "sw-att-head", "aria-label": `Head of ${layer}` });
     const batchSel = h("select", { class: "sw-att-batch", "aria-label": `Batch item of ${layer}` });
+    const contrast = h("input", { type: "checkbox", class: "sw-att-contrast" });
     const text = h("div", { class: "sw-att-readout", "aria-live": "polite" });
     const title = h("h3", { class: "sw-layer-title", text: `${layer} · attention` });
+    const cursor = h("div", { class: "sw-att-cursor", "aria-hidden": "true" });
+    const rowMark = h("div", { class: "sw-att-rowmark", "aria-hidden": "true" });
+    cursor.hidden = true;
+    rowMark.hidden = true;
+    const legendBar = h("canvas", { class: "sw-att-legend-bar", "aria-hidden": "true" });
+    paintLegendBar(legendBar);
+    const legend = h("div", { class: "sw-att-legend", role: "img" }, [
+      h("span", { class: "sw-att-legend-lo" }), legendBar, h("span", { class: "sw-att-legend-hi" }),
+      h("span", { class: "sw-att-legend-note" }),
+    ]);
     const el = h("section", { class: "sw-attention", "data-attention": layer, "aria-label": `Attention of ${layer}` }, [
       title,
       h("div", { class: "sw-att-controls" }, [
         h("label", {}, ["head ", headSel]), h("label", {}, ["batch item ", batchSel]),
+        h("label", { title: "Colour each map over its own range instead of 0 to 1" }, [contrast, " per-map contrast"]),
       ]),
-      h("div", { class: "sw-att-body" }, [h("span", { class: "sw-att-corner" }), colsLabels, rowsLabels, canvas]),
+      h("div", { class: "sw-att-body" }, [
+        h("span", { class: "sw-att-axis sw-att-axis-k", text: "key →" }),
+        h("span", { class: "sw-att-corner" }), colsLabels,
+        h("span", { class: "sw-att-axis sw-att-axis-q", text: "query →" }),
+        rowsLabels,
+        h("div", { class: "sw-att-mapwrap" }, [canvas, rowMark, cursor]),
+      ]),
+      legend,
       text,
     ]);
     /** @type {Panel} */
-    const p = { el, d, head: "mean", hover: null, canvas, rowsLabels, colsLabels, headSel, batchSel, text, title };
+    const p = {
+      el, d, head: "mean", hover: null, row: null, mode: "fixed", canvas, rowsLabels, colsLabels,
+      headSel, batchSel, contrast, text, title, legend, cursor, rowMark,
+    };
     d.listen(headSel, "change", () => { p.head = headSel.value; this.draw(layer); this.paintGrid(); });
     d.listen(batchSel, "change", () => {
       this.model.send({ type: "attention_batch", layer, batch: Number(batchSel.value) });
     });
+    d.listen(contrast, "change", () => {
+      p.mode = contrast.checked ? "contrast" : "fixed";
+      this.draw(layer);
+      this.paintGrid();
+    });
     d.listen(canvas, "mousemove", (/** @type {MouseEvent} */ e) => {
-      const entry = this.store.get(layer);
-      const m = entry?.maps.get(p.head);
+      const m = this.store.get(layer)?.maps.get(p.head);
       if (!m) return;
       const r = canvas.getBoundingClientRect();
       p.hover = cellAt(e.clientX - r.left, e.clientY - r.top, r.width, r.height, m.rows, m.cols);
@@ -129,6 +160,17 @@ export class AttentionPanels {
     });
     d.listen(canvas, "mouseleave", () => { p.hover = null; this.paintReadout(layer); });
     d.listen(canvas, "keydown", (/** @type {KeyboardEvent} */ e) => this.moveHover(layer, e));
+    // Hovering a query token's label highlights its row: what that token attends to (as BertViz).
+    d.listen(rowsLabels, "mousemove", (/** @type {MouseEvent} */ e) => {
+      const m = this.store.get(layer)?.maps.get(p.head);
+      if (!m) return;
+      const r = rowsLabels.getBoundingClientRect();
+      const row = cellAt(r.width / 2, e.clientY - r.top, r.width, r.height, m.rows, 1)?.[0] ?? null;
+      if (row === p.row) return;
+      p.row = row;
+      this.draw(layer);
+    });
+    d.listen(rowsLabels, "mouseleave", () => { p.row = null; this.draw(layer); });
     return p;
   }
 
@@ -167,10 +209,16 @@ export class AttentionPanels {
     p.canvas.setAttribute("aria-label", `Attention of ${layer} ${headText} batch ${entry.batch}`);
     p.canvas.dataset.head = p.head;
     p.canvas.dataset.step = String(entry.step);
-    paintMap(p.canvas, m, SIZE);
+    const scale = mapScale(m, p.mode);
+    paintMap(p.canvas, m, SIZE, scale);
+    this.paintLegend(p, scale);
     const color = cssVar(p.el, "--sw-fg2", "#666");
     const long = Math.max(m.rows, m.cols);
-    paintLabels(p.rowsLabels, entry.tokensQ, m.rows, Math.round((SIZE * m.rows) / long), "rows", color);
+    const row = p.row !== null && p.row < m.rows ? p.row : null;
+    const mark = row === null ? null : {
+      index: row, background: cssVar(p.el, "--sw-accent", "#1976d2"), color: cssVar(p.el, "--sw-on-accent", "#fff"),
+    };
+    paintLabels(p.rowsLabels, entry.tokensQ, m.rows, Math.round((SIZE * m.rows) / long), "rows", color, mark);
     paintLabels(p.colsLabels, entry.tokensK, m.cols, Math.round((SIZE * m.cols) / long), "cols", color);
     const labelled = entry.tokensQ?.length === m.rows || entry.tokensK?.length === m.cols;
     p.el.querySelector(".sw-att-body")?.classList.toggle("sw-att-unlabelled", !labelled);
@@ -179,17 +227,52 @@ export class AttentionPanels {
     this.paintReadout(layer);
   }
 
+  /**
+   * The legend's end labels are the range the map is coloured over.
+   * @param {Panel} p
+   * @param {import("./draw.js").Scale} scale
+   */
+  paintLegend(p, scale) {
+    const [lo, hi, note] = p.legend.querySelectorAll("span");
+    lo.textContent = num(scale.lo);
+    hi.textContent = num(scale.hi);
+    note.textContent = p.mode === "fixed" ? "fixed scale" : "this map's range";
+    p.legend.dataset.scale = p.mode;
+    p.legend.setAttribute("aria-label", `Colour scale from ${lo.textContent} to ${hi.textContent} (${note.textContent})`);
+  }
+
+  /**
+   * Place a box over cells [r0, r1) x [c0, c1) of the map, in CSS pixels.
+   * @param {HTMLElement} box
+   * @param {HTMLCanvasElement} canvas
+   * @param {[number, number, number, number] | null} cells
+   * @param {number} rows
+   * @param {number} cols
+   */
+  placeBox(box, canvas, cells, rows, cols) {
+    box.hidden = cells === null;
+    if (!cells) return;
+    const w = parseFloat(canvas.style.width) / cols;
+    const hgt = parseFloat(canvas.style.height) / rows;
+    const [r0, r1, c0, c1] = cells;
+    Object.assign(box.style, {
+      left: `${c0 * w}px`, top: `${r0 * hgt}px`, width: `${(c1 - c0) * w}px`, height: `${(r1 - r0) * hgt}px`,
+    });
+  }
+
   /** @param {string} layer */
   paintReadout(layer) {
     const p = this.panels.get(layer);
     const entry = this.store.get(layer);
     const m = p && entry?.maps.get(p.head);
     if (!p || !entry || !m) return;
-    if (!p.hover || p.hover[0] >= m.rows || p.hover[1] >= m.cols) {
-      p.text.textContent = "Hover the map for query token, key token and weight.";
-      return;
-    }
-    p.text.textContent = readout(m, p.hover[0], p.hover[1], entry.tokensQ, entry.tokensK);
+    const hover = p.hover && p.hover[0] < m.rows && p.hover[1] < m.cols ? p.hover : null;
+    const row = p.row !== null && p.row < m.rows ? p.row : null;
+    this.placeBox(p.cursor, p.canvas, hover && [hover[0], hover[0] + 1, hover[1], hover[1] + 1], m.rows, m.cols);
+    this.placeBox(p.rowMark, p.canvas, row === null ? null : [row, row + 1, 0, m.cols], m.rows, m.cols);
+    if (row !== null) p.text.textContent = rowReadout(m, row, entry.tokensQ, entry.tokensK);
+    else if (hover) p.text.textContent = readout(m, hover[0], hover[1], entry.tokensQ, entry.tokensK);
+    else p.text.textContent = "Hover the map for query token, key token and weight; a query label for its row.";
   }
 
   /**
@@ -222,7 +305,7 @@ export class AttentionPanels {
         const t = this.thumbs?.get(`${layer}\u0000${head}`);
         const m = entry?.maps.get(head);
         if (!t) continue;
-        if (m) paintMap(t.canvas, m, THUMB);
+        if (m) paintMap(t.canvas, m, THUMB, mapScale(m, p?.mode ?? "fixed"));
         t.button.setAttribute("aria-pressed", String(p?.head === head));
       }
     }

@@ -74,3 +74,21 @@ export function cellAt(x, y, width, height, rows, cols) {
   if (!(x >= 0 && y >= 0 && x < width && y < height)) return null;
   return [Math.min(rows - 1, Math.floor((y / height) * rows)), Math.min(cols - 1, Math.floor((x / width) * cols))];
 }
+
+/**
+ * What one query row attends to: its strongest keys (at most `top`), strongest first.
+ * @param {AttentionMap} m
+ * @param {number} row
+ * @param {string[] | null} tokensQ
+ * @param {string[] | null} tokensK
+ * @param {number} [top]
+ */
+export function rowReadout(m, row, tokensQ, tokensK, top = 3) {
+  const order = Array.from({ length: m.cols }, (_, c) => c)
+    .map((c) => [c, weightAt(m, row, c)])
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, top);
+  const q = tokenText(span(row, m.rows, m.fullRows), tokensQ);
+  const keys = order.map(([c, w]) => `${tokenText(span(c, m.cols, m.fullCols), tokensK)} ${formatWeight(w)}`);
+  return `query ${q} attends most to ${keys.join(", ")}`;
+}
