@@ -25,6 +25,7 @@ def _reference(t: torch.Tensor) -> dict:
         "std": f.std().item() if f.numel() > 1 else (0.0 if f.numel() else None),
         "min": f.min().item() if f.numel() else None,
         "max": f.max().item() if f.numel() else None,
+        "l2": torch.linalg.vector_norm(f).item() if f.numel() else None,
         "finite": f.numel(),
     }  # fmt: skip
 
@@ -34,11 +35,11 @@ def _check(t: torch.Tensor) -> None:
     assert got.shape == tuple(t.shape) and got.numel == ref["numel"]
     assert (got.nans, got.infs) == (ref["nans"], ref["infs"])
     assert got.zeros == pytest.approx(ref["zeros"])
-    for key in ("mean", "std", "min", "max"):
+    for key in ("mean", "std", "min", "max", "l2"):
         if ref[key] is None:
             assert getattr(got, key) is None, key
         else:
-            scale = max(abs(ref["min"]), abs(ref["max"]), 1.0)
+            scale = max(abs(ref["min"]), abs(ref["max"]), 1.0) * (ref["finite"] ** 0.5 if key == "l2" else 1)
             assert getattr(got, key) == pytest.approx(ref[key], rel=1e-3, abs=1e-5 * scale), key
     assert got.hist.shape == (BINS,) and got.hist.dtype == np.float32
     assert got.hist.sum() == ref["finite"]

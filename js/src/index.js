@@ -7,6 +7,7 @@ import { AttentionPanels } from "./heatmap/panel.js";
 import { AttentionStore } from "./heatmap/store.js";
 import { HooksPanel } from "./hooks_panel/view.js";
 import { LayerPanels } from "./histogram/panel.js";
+import { inModelOrder } from "./model_order.js";
 import { HistoryStore } from "./histogram/store.js";
 import { recordedLayers } from "./run_mode.js";
 import { TreeView } from "./tree/view.js";
@@ -29,6 +30,7 @@ function render({ model, el }) {
   const cut = new CutPanel(model, d);
   const attention = new AttentionPanels(model, new AttentionStore());
   d.add(() => attention.dispose());
+  d.add(() => panels.dispose());
 
   const root = h("div", { class: "sw-explorer", "data-lm-suppress-shortcuts": "true" }, [
     h("div", { class: "sw-left" }, [tree.el, cut.el]),
@@ -51,7 +53,9 @@ function render({ model, el }) {
   d.onModel(model, "change:run", paintRun);
   paintRun();
 
-  d.onModel(model, "change:selected", () => panels.sync(model.get("selected") ?? []));
+  const selected = () => inModelOrder(model.get("selected") ?? [], model.get("rows"));
+  d.onModel(model, "change:selected", () => panels.sync(selected()));
+  d.onModel(model, "change:rows", () => { panels.sync(selected()); attention.sync(selected()); });
   d.onModel(model, "msg:custom", (/** @type {any} */ msg, /** @type {DataView[]} */ buffers) => {
     if (msg?.type !== "stats" && msg?.type !== "snapshot") return;
     try {
@@ -62,10 +66,10 @@ function render({ model, el }) {
       console.error("surgeon_widgets: bad message", msg, err);
     }
   });
-  panels.sync(model.get("selected") ?? []);
+  panels.sync(selected());
 
   // Attention heatmaps (PROTOCOL.md "Attention"): a panel per selected layer that sends maps.
-  d.onModel(model, "change:selected", () => attention.sync(model.get("selected") ?? []));
+  d.onModel(model, "change:selected", () => attention.sync(selected()));
   d.onModel(model, "msg:custom", (/** @type {any} */ msg, /** @type {DataView[]} */ buffers) => {
     if (msg?.type !== "attention") return;
     try {

@@ -34,7 +34,8 @@
  *   training?: boolean,
  *   shape: number[], dtype: string, numel: number,
  *   mean: number | null, std: number | null, min: number | null, max: number | null,
- *   zeros: number, nans: number, infs: number, hist: BinaryRef, lo: number, hi: number
+ *   zeros: number, nans: number, infs: number, hist: BinaryRef, lo: number, hi: number,
+ *   l2?: number | null, training?: boolean
  * }} WireItem
  */
 

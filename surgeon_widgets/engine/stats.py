@@ -1,4 +1,4 @@
-"""On-device reductions of one tensor: a 64-bin histogram, moments, and NaN/Inf/zero counts.
+"""On-device reductions of one tensor: a 64-bin histogram, moments, L2 norm, NaN/Inf/zero counts.
 
 Everything is computed where the tensor lives, detached and branch-free, then packed into a
 single tensor that crosses to the CPU once (one transfer per tensor, no ``.item()`` per stat).
@@ -6,8 +6,8 @@ single tensor that crosses to the CPU once (one transfer per tensor, no ``.item(
 Example:
     >>> import torch
     >>> s = tensor_stats(torch.tensor([0.0, 1.0, 2.0, float("nan"), float("inf")]))
-    >>> s.mean, s.min, s.max, s.nans, s.infs, s.zeros
-    (1.0, 0.0, 2.0, 1, 1, 0.2)
+    >>> s.mean, s.min, s.max, s.nans, s.infs, s.zeros, round(s.l2 ** 2, 6)
+    (1.0, 0.0, 2.0, 1, 1, 0.2, 5.0)
     >>> int(s.hist.sum()), s.hist.shape, (s.lo, s.hi)
     (3, (64,), (0.0, 2.0))
 """
@@ -27,7 +27,9 @@ BINS = 64
 
 @dataclass(frozen=True)
 class TensorStats:
-    """Summary of one tensor. ``mean``/``std``/``min``/``max`` are ``None`` with no finite values.
+    """Summary of one tensor. ``mean``/``std``/``min``/``max``/``l2`` are ``None`` with no finite values.
+
+    ``l2`` is the L2 norm of the finite values (what gradient-explosion watchers plot).
 
     ``hist`` holds float32 counts of the finite values in ``BINS`` equal bins over
     ``[lo, hi]``; ``note`` says how a non-real tensor was reduced (``"complex: abs"``).
@@ -47,6 +49,7 @@ class TensorStats:
     hi: float
     hist: np.ndarray = field(repr=False)
     note: str = ""
+    l2: float | None = None
 
 
 # CPU work buffers are reused (per thread) up to this many elements: fresh multi-megabyte
@@ -160,6 +163,8 @@ def _unpack(
         zeros=float(numel - nonzero) / numel, nans=int(nans), infs=int(bad - nans),
         lo=float(lo) if has else 0.0, hi=float(hi) if has else 0.0,
         hist=hist.astype(np.float32), note=note,
+        # sum of squares = size² · (Σ(u - ū)² + (Σu)² / n), from the same packed numbers
+        l2=size * (norm * norm + total_u * total_u / n) ** 0.5 if has else None,
     )  # fmt: skip
 
 

@@ -52,6 +52,7 @@ def item(record: Record, buffer: int) -> dict:
         "zeros": s.zeros,
         "nans": s.nans,
         "infs": s.infs,
+        "l2": _num(s.l2),
         "hist": {"buffer": buffer, "dtype": "float32", "shape": [len(s.hist)]},
         "lo": _num(s.lo) or 0.0,
         "hi": _num(s.hi) or 0.0,
@@ -64,10 +65,10 @@ def payload_size(record: Record) -> int:
 
 
 def _bound(record: Record) -> int:
-    # an upper bound of payload_size without encoding: 14 numbers of <= 24 characters,
+    # an upper bound of payload_size without encoding: 15 numbers of <= 24 characters,
     # ~250 characters of field names and punctuation, the names, the shape, the histogram
     names = len(record.key) + len(record.layer) + len(record.leaf) + len(record.stats.dtype)
-    return 14 * 24 + 250 + names + 22 * len(record.stats.shape) + record.stats.hist.nbytes
+    return 15 * 24 + 260 + names + 22 * len(record.stats.shape) + record.stats.hist.nbytes
 
 
 def fit_budget(records: Iterable[Record], budget: int = BUDGET) -> list[Record]:

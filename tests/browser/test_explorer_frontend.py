@@ -6,6 +6,7 @@ The harness page (harness.html / harness.js) loads surgeon_widgets/static/explor
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from pathlib import Path
@@ -101,9 +102,8 @@ PAINTED_BINS = """(label) => {
     const bins = [];
     for (let b = 0; b < 64; b++) {
         const x = Math.floor((b * w) / 64) + 1;  // inside the bar, clear of the 1px gap
-        let painted = false;
-        for (let y = 0; y < h && !painted; y++) painted = data[(y * w + x) * 4 + 3] > 0;
-        bins.push(painted);
+        // bars stand on the bottom row; the dashed zero line leaves it clear
+        bins.push(data[((h - 1) * w + x) * 4 + 3] > 0);
     }
     return bins;
 }"""
@@ -448,3 +448,65 @@ def test_run_view_hides_live_controls_and_marks_unrecorded_layers(harness):
     page.evaluate("() => window.harness.model().set('errors', ['job failed: boom'])")
     assert visible(page, ".sw-hooks") and "job failed: boom" in page.inner_text(".sw-errors")
     assert not visible(page, ".sw-remove-hooks") and not visible(page, ".sw-hooks-title")
+
+
+PIXEL = """([label, x, y]) => Array.from(document.querySelector(`canvas[aria-label="${label}"]`)
+    .getContext('2d').getImageData(x, y, 1, 1).data)"""
+
+BAR_HEIGHT = """([label, bin]) => {
+    const c = document.querySelector(`canvas[aria-label="${label}"]`);
+    const x = Math.floor((bin * c.width) / 64) + 1;
+    const data = c.getContext('2d').getImageData(x, 0, 1, c.height).data;
+    let n = 0;
+    for (let y = c.height - 1; y >= 0 && data[y * 4 + 3] > 0; y--) n++;
+    return n;
+}"""
+
+
+def test_histogram_axes_log_counts_history_steps_modes_and_curves(harness):
+    page = harness
+    mlp, head = "encoder.layers.0.mlp", "head"
+    mount(page, rows=ROWS, selected=[head, mlp])  # clicked head first
+    order = "() => [...document.querySelectorAll('.sw-layer')].map((p) => p.dataset.layer)"
+    assert page.evaluate(order) == [mlp, head]  # model order, not click order
+    items = []
+    for step in range(1, 6):
+        a = item(step=step, layer=mlp) | {"mean": 0.1 * step, "l2": float(step),
+                                          "training": step != 4, "nans": int(step == 3)}  # fmt: skip
+        b = item(step=step, layer=head) | {"lo": 0.5, "hi": 2.0}  # 0 outside the range
+        items += [a, b]
+    for it in items:
+        page.evaluate(
+            "([c, a]) => window.harness.inject(c, a)",
+            [{"type": "stats", "items": [it]}, [{"dtype": "float32", "values": COUNTS}]],
+        )
+    panel = f'[data-layer="{mlp}"]'
+    hist = f"Histogram of {mlp} output"
+    assert page.inner_text(f"{panel} .sw-count-max") == "32"
+    assert page.inner_text(f"{panel} .sw-count-title") == "count"
+    assert page.evaluate(BAR_HEIGHT, [hist, 32]) == 2  # count 1 of 32 on 72 px
+    page.locator(f"{panel} input.sw-logcount").check()
+    assert page.inner_text(f"{panel} .sw-count-title") == "log count"
+    assert page.evaluate(BAR_HEIGHT, [hist, 32]) == round(math.log(2) / math.log(33) * 72)
+    assert page.evaluate(BAR_HEIGHT, [hist, 63]) == 72
+    # the zero line: x = 1/3 of the width for [-1, 2], where the bins are empty
+    assert page.evaluate(PIXEL, [hist, 85, 0])[3] > 0
+    assert page.evaluate(PIXEL, [f"Histogram of {head} output", 85, 0])[3] == 0
+    assert page.inner_text(f"{panel} .sw-step-first") == "step 1"
+    assert page.inner_text(f"{panel} .sw-step-last") == "step 5"
+    # train/eval mark: shown where records carry `training`, one row per step (40 px / 5)
+    assert page.is_visible(f"{panel} .sw-modes")
+    assert not page.is_visible(f'[data-layer="{head}"] .sw-modes')
+    heat = f"History of {mlp} output"
+    train, evaluating = page.evaluate(PIXEL, [heat, 1, 4]), page.evaluate(PIXEL, [heat, 1, 28])
+    assert train[3] == 255 and evaluating[3] == 255 and train != evaluating
+    assert page.evaluate(PIXEL, [f"History of {head} output", 1, 4])[3] == 0
+    # curves of mean / std / L2 norm, step 3 (NaN) marked red across the charts
+    curves = f"{panel} .sw-curves"
+    assert page.get_attribute(curves, "data-bad-steps") == "3"
+    captions = page.locator(f"{curves} figcaption").all_inner_texts()
+    assert captions == ["mean 0.5", "std 1", "L2 norm 5"]
+    assert page.inner_text(f'{curves} [data-stat="l2"] .sw-curve-range') == "1 … 5"
+    red = page.evaluate(PIXEL, [f"mean of {mlp} output over steps", 40, 1])
+    assert red[0] > 150 and red[1] < 100 and red[3] == 255
+    assert page.evaluate(PIXEL, [f"mean of {mlp} output over steps", 21, 1])[3] == 0

@@ -4,6 +4,7 @@
 import { cssVar, Disposer, h } from "../dom.js";
 import { mapScale, paintLabels, paintLegendBar, paintMap } from "./draw.js";
 import { num } from "../histogram/format.js";
+import { inModelOrder } from "../model_order.js";
 import { cellAt, readout, rowReadout } from "./readout.js";
 
 /** @typedef {import("../types.js").Model} Model */
@@ -49,7 +50,7 @@ export class AttentionPanels {
   }
 
   /**
-   * Keep panels of selected layers only, in selection order (a panel appears on the first
+   * Keep panels of selected layers only, in the order given (model order) (a panel appears on the first
    * attention message of its layer).
    * @param {string[]} selected
    */
@@ -66,7 +67,7 @@ export class AttentionPanels {
 
   /** @param {Iterable<string>} layers */
   drawLayers(layers) {
-    const selected = this.model.get("selected") ?? [];
+    const selected = inModelOrder(this.model.get("selected") ?? [], this.model.get("rows"));
     for (const name of layers) {
       if (!selected.includes(name)) continue;
       if (!this.panels.has(name)) this.panels.set(name, this.create(name));

@@ -1,7 +1,9 @@
-// One panel per selected layer (`data-layer`), one block per tensor leaf with histogram,
-// history strip and stats text (PROTOCOL.md "DOM contract").
+// One panel per selected layer (`data-layer`), one block per tensor leaf with histogram (count
+// axis, zero line), history strip (step axis, train/eval mark), stats text and small line charts
+// of mean / std / L2 norm over steps (PROTOCOL.md "DOM contract").
 
-import { cssVar, h } from "../dom.js";
+import { curvesBlock, paintCurves } from "../curves/view.js";
+import { cssVar, Disposer, formatCount, h } from "../dom.js";
 import { drawHeat, drawHistogram } from "./draw.js";
 import { modeText, num, statsText } from "./format.js";
 
@@ -16,12 +18,16 @@ export class LayerPanels {
     this.store = store;
     /** @type {Map<string, HTMLElement>} */
     this.panels = new Map();
+    /** @type {Map<string, Disposer>} listeners of each panel, removed with it */
+    this.disposers = new Map();
+    /** Layers whose histograms use a log count axis. */
+    this.logCounts = new Set();
     this.empty = h("p", { class: "sw-hint", text: "Select layers in the tree to watch their activations." });
     this.el = h("div", { class: "sw-panels", "aria-label": "Selected layers" }, [this.empty]);
   }
 
   /**
-   * Keep one panel per selected layer, in selection order.
+   * Keep one panel per selected layer, in the given order (the caller passes model order).
    * @param {string[]} selected
    */
   sync(selected) {
@@ -30,21 +36,45 @@ export class LayerPanels {
       if (!want.has(name)) {
         panel.remove();
         this.panels.delete(name);
+        this.disposers.get(name)?.dispose();
+        this.disposers.delete(name);
+        this.logCounts.delete(name);
       }
     }
     for (const name of selected) {
       let panel = this.panels.get(name);
       if (!panel) {
-        panel = h("section", { class: "sw-layer", "data-layer": name, "aria-label": `Layer ${name}` }, [
-          h("h3", { class: "sw-layer-title", text: name }),
-          h("p", { class: "sw-waiting", text: `Waiting for a forward pass through ${name}…` }),
-        ]);
+        panel = this.create(name);
         this.panels.set(name, panel);
         this.draw(name);
       }
-      this.el.append(panel); // append moves: keeps DOM order = selection order
+      this.el.append(panel); // append moves: keeps DOM order = the order given
     }
     this.empty.hidden = selected.length > 0;
+  }
+
+  /** @param {string} name */
+  create(name) {
+    const log = h("input", { type: "checkbox", class: "sw-logcount" });
+    const d = new Disposer();
+    this.disposers.set(name, d);
+    d.listen(log, "change", () => {
+      if (log.checked) this.logCounts.add(name);
+      else this.logCounts.delete(name);
+      this.draw(name);
+    });
+    return h("section", { class: "sw-layer", "data-layer": name, "aria-label": `Layer ${name}` }, [
+      h("div", { class: "sw-layer-head" }, [
+        h("h3", { class: "sw-layer-title", text: name }),
+        h("label", { class: "sw-layer-option" }, [log, " log counts"]),
+      ]),
+      h("p", { class: "sw-waiting", text: `Waiting for a forward pass through ${name}…` }),
+    ]);
+  }
+
+  dispose() {
+    this.sync([]);
+    this.el.remove();
   }
 
   redrawAll() {
@@ -65,18 +95,32 @@ export class LayerPanels {
     waiting.hidden = keys.length > 0;
     const color = cssVar(panel, "--sw-hist-color", "#1976d2");
     const gradColor = cssVar(panel, "--sw-grad-color", "#e65100");
+    const zeroColor = cssVar(panel, "--sw-fg2", "#666");
+    const badColor = cssVar(panel, "--sw-error", "#d32f2f");
+    const modes = { train: cssVar(panel, "--sw-train-color", "#2e7d32"), eval: cssVar(panel, "--sw-eval-color", "#757575") };
+    const log = this.logCounts.has(layer);
     for (const key of keys) {
       const it = this.store.latest(key);
       if (!it) continue;
       const block = this.leafBlock(panel, key, it.layer, it.leaf);
-      const c = it.kind === "gradient" ? gradColor : color;
+      const c = it.kind === "activation" ? color : gradColor;
       const q = (/** @type {string} */ s) => /** @type {HTMLElement} */ (block.querySelector(s));
       q(".sw-leaf-title").textContent = `${it.leaf} · ${it.kind} · step ${it.step}${modeText(it)}`;
-      drawHistogram(/** @type {HTMLCanvasElement} */ (q(".sw-hist")), it.counts, { ...HIST, color: c });
-      drawHeat(/** @type {HTMLCanvasElement} */ (q(".sw-heat")), this.store.history(key), { ...HEAT, color: c });
+      const max = drawHistogram(/** @type {HTMLCanvasElement} */ (q(".sw-hist")), it.counts, {
+        ...HIST, color: c, log, lo: it.lo, hi: it.hi, zeroColor,
+      });
+      q(".sw-count-max").textContent = formatCount(Math.round(max));
+      q(".sw-count-title").textContent = log ? "log count" : "count";
+      const history = this.store.history(key);
+      const shown = drawHeat(/** @type {HTMLCanvasElement} */ (q(".sw-heat")), history, { ...HEAT, color: c, modes });
+      q(".sw-step-first").textContent = shown.length ? `step ${shown[0].step}` : "";
+      q(".sw-step-last").textContent = shown.length > 1 ? `step ${shown[shown.length - 1].step}` : "";
+      const marked = shown.some((s) => typeof s.training === "boolean");
+      q(".sw-modes").hidden = !marked;
       q(".sw-lo").textContent = num(it.lo);
       q(".sw-hi").textContent = num(it.hi);
       q(".sw-stats").textContent = statsText(it);
+      paintCurves(q(".sw-curves"), history, { color: c, badColor });
     }
   }
 
@@ -90,12 +134,26 @@ export class LayerPanels {
     for (const el of panel.querySelectorAll(".sw-leaf")) {
       if (el.getAttribute("data-key") === key) return el;
     }
+    const modes = h("div", { class: "sw-modes" }, [
+      h("span", { class: "sw-mode-train", text: "train" }), " ", h("span", { class: "sw-mode-eval", text: "eval" }),
+    ]);
+    modes.hidden = true;
     const block = h("div", { class: "sw-leaf", "data-key": key }, [
       h("div", { class: "sw-leaf-title" }),
-      h("canvas", { class: "sw-hist", role: "img", "aria-label": `Histogram of ${layer} ${leaf}` }),
-      h("div", { class: "sw-range" }, [h("span", { class: "sw-lo" }), h("span", { class: "sw-hi" })]),
-      h("canvas", { class: "sw-heat", role: "img", "aria-label": `History of ${layer} ${leaf}` }),
+      h("div", { class: "sw-histrow" }, [
+        h("div", { class: "sw-count-axis", "aria-hidden": "true" }, [
+          h("span", { class: "sw-count-max" }), h("span", { class: "sw-count-title" }), h("span", { class: "sw-count-zero", text: "0" }),
+        ]),
+        h("canvas", { class: "sw-hist", role: "img", "aria-label": `Histogram of ${layer} ${leaf}` }),
+      ]),
+      h("div", { class: "sw-range" }, [h("span", { class: "sw-lo" }), h("span", { class: "sw-range-title", text: "value" }), h("span", { class: "sw-hi" })]),
+      h("div", { class: "sw-heatrow" }, [
+        h("div", { class: "sw-step-axis", "aria-hidden": "true" }, [h("span", { class: "sw-step-first" }), h("span", { class: "sw-step-last" })]),
+        h("canvas", { class: "sw-heat", role: "img", "aria-label": `History of ${layer} ${leaf}` }),
+      ]),
+      modes,
       h("div", { class: "sw-stats" }),
+      curvesBlock(`${layer} ${leaf}`),
     ]);
     panel.append(block);
     return block;

@@ -1,0 +1,54 @@
+// Per tensor leaf: mean, std and L2 norm over the steps in the history, one small chart each.
+
+import { h } from "../dom.js";
+import { num } from "../histogram/format.js";
+import { drawCurve } from "./draw.js";
+
+/** @typedef {import("../types.js").Item} Item */
+/** @typedef {import("./draw.js").Point} Point */
+
+/** The statistics charted, in order: [field, label]. */
+export const CURVES = /** @type {const} */ ([["mean", "mean"], ["std", "std"], ["l2", "L2 norm"]]);
+
+const SIZE = { width: 80, height: 36 };
+
+/**
+ * Points of one statistic over a history.
+ * @param {Item[]} history
+ * @param {"mean" | "std" | "l2"} field
+ * @returns {Point[]}
+ */
+export function curvePoints(history, field) {
+  return history.map((it) => ({ step: it.step, value: it[field] ?? null, bad: it.nans + it.infs > 0 }));
+}
+
+/**
+ * The charts' element for one leaf (empty until `paintCurves`).
+ * @param {string} label e.g. "fc output"
+ */
+export function curvesBlock(label) {
+  return h("div", { class: "sw-curves" }, CURVES.map(([field, name]) => h("figure", { class: "sw-curve", "data-stat": field }, [
+    h("figcaption", {}, [h("span", { class: "sw-curve-name", text: name }), " ", h("span", { class: "sw-curve-last" })]),
+    h("canvas", { role: "img", "aria-label": `${name} of ${label} over steps` }),
+    h("div", { class: "sw-curve-range" }),
+  ])));
+}
+
+/**
+ * @param {HTMLElement} block from curvesBlock
+ * @param {Item[]} history
+ * @param {{ color: string, badColor: string }} colors
+ */
+export function paintCurves(block, history, colors) {
+  const bad = history.filter((it) => it.nans + it.infs > 0).map((it) => it.step);
+  block.dataset.badSteps = bad.join(",");
+  for (const [field] of CURVES) {
+    const fig = /** @type {HTMLElement} */ (block.querySelector(`[data-stat="${field}"]`));
+    const points = curvePoints(history, field);
+    const range = drawCurve(/** @type {HTMLCanvasElement} */ (fig.querySelector("canvas")), points, { ...SIZE, ...colors });
+    const last = history[history.length - 1];
+    const q = (/** @type {string} */ s) => /** @type {HTMLElement} */ (fig.querySelector(s));
+    q(".sw-curve-last").textContent = last ? num(last[field]) : "";
+    q(".sw-curve-range").textContent = range ? `${num(range[0])} … ${num(range[1])}` : "no finite value";
+  }
+}
