@@ -344,7 +344,8 @@ def test_hello_snapshot_has_history(make):
 def test_figure_and_static_fallback(make):
     model = SomeModel()
     ex = make(model, max_rate=0)
-    assert isinstance(ex.figure("layer1"), Figure)  # before any data: a placeholder figure
+    with pytest.raises(ValueError, match="no data for .layer1. yet"):  # not an empty figure
+        ex.figure("layer1")
     ex.select(["layer1"])
     for _ in range(4):
         model(torch.randn(4, 5))
@@ -392,3 +393,29 @@ def test_unknown_constructor_argument_gets_a_hint():
         Explorer(SomeModel(), max_rates=3)
     with pytest.raises(TypeError, match=r"nn\.Module"):
         Explorer("not a model")
+
+
+def test_close_removes_hooks_and_leaves_a_closed_view_then_closes_the_comm(make):
+    model = SomeModel()
+    ex = make(model, max_rate=0)
+    ex.select(["layer2"])
+    model(torch.randn(2, 5))
+    assert ex.stats("layer2") and live_hooks()
+    ex.close()
+    assert ex.closed and ex.comm is not None  # the view shows "Explorer closed"
+    assert live_hooks() == [] and ex.selected == [] and ex.stats("layer2") == {}
+    model(torch.randn(2, 5))
+    assert ex.stats("layer2") == {}
+    with pytest.raises(RuntimeError, match="this Explorer is closed"):
+        ex.select("layer2")
+    ex.close()
+    assert ex.comm is None
+
+
+def test_figure_before_any_data_names_what_to_do(make):
+    ex = make(SomeModel(), max_rate=0)
+    with pytest.raises(ValueError, match=r"no data for 'layer2' yet: select it \(ex.select\('layer2'\)\)"):
+        ex.figure("layer2")
+    ex.select("layer2")
+    with pytest.raises(ValueError, match=r"no data for 'layer2' yet: run a forward"):
+        ex.figure("layer2")

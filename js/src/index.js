@@ -86,6 +86,16 @@ function render({ model, el }) {
     d.add(() => mo.disconnect());
   }
 
+  // close() in Python: hooks are gone and the data dropped; a short placeholder stays.
+  const placeholder = h("div", { class: "sw-explorer sw-closed", role: "status", text: "Explorer closed" });
+  const paintClosed = () => {
+    if (!model.get("closed")) return;
+    root.replaceWith(placeholder);
+    d.add(() => placeholder.remove());
+  };
+  d.onModel(model, "change:closed", paintClosed);
+  paintClosed();
+
   model.send({ type: "hello" });
   return () => d.dispose();
 }

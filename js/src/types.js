@@ -19,7 +19,7 @@
  *   selected: string[], gradients: boolean, max_rate: number, hooks: HookInfo[],
  *   errors: ErrorEntry[], notes: string[], replaced: string, search: string, clicks: string,
  *   node_in: Record<string, string>, node_out: Record<string, string>,
- *   cut_report: Record<string, any>, code: string, run?: { layers?: string[] }
+ *   cut_report: Record<string, any>, code: string, run?: { layers?: string[] }, closed: boolean
  * }} Traits
  */
 

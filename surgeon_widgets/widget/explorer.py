@@ -110,6 +110,7 @@ class Explorer(CutPanel, anywidget.AnyWidget):
     replaced = t.Unicode("").tag(sync=True)
     search = t.Unicode("").tag(sync=True)
     clicks = t.Unicode("").tag(sync=True)  # how clicks reach a running cell: see kernel_comms
+    closed = t.Bool(False).tag(sync=True)
 
     def __init__(
         self,
@@ -204,6 +205,8 @@ class Explorer(CutPanel, anywidget.AnyWidget):
                     "Hint: explorer.rows (or get_layers(model)) lists every valid name; "
                     "graph nodes are listed once show_nodes is on",
                 )
+        if self.closed:
+            raise RuntimeError("this Explorer is closed: make a new one, Explorer(model)")
         self.selected = names
 
     def stats(self, name: str) -> dict[str, Series]:
@@ -216,8 +219,16 @@ class Explorer(CutPanel, anywidget.AnyWidget):
         return self._history.layer(name)
 
     def figure(self, name: str) -> Figure:
-        """A matplotlib Figure of ``name``'s histogram history (heat strip) and latest histogram."""
-        return history_figure(self.stats(name), name)
+        """A matplotlib Figure of ``name``'s histogram history (heat strip) and latest histogram.
+
+        Raises:
+            ValueError: nothing was recorded for ``name`` yet (select it and run the model).
+        """
+        series = self.stats(name)
+        if not series:
+            hint = "" if name in self.selected else f"select it (ex.select({name!r})), then "
+            raise ValueError(f"no data for {name!r} yet: {hint}run a forward through the model")
+        return history_figure(series, name)
 
     def set_tokens(self, tokens: Any, tokenizer: Any = None) -> None:
         """Label the attention heatmaps' axes with these tokens (``None`` removes the labels).
@@ -258,12 +269,24 @@ class Explorer(CutPanel, anywidget.AnyWidget):
         self._errors.clear()
 
     def close(self) -> None:
-        """Remove every hook, then close the widget."""
+        """Remove every hook and drop the recorded data; the view stays as "Explorer closed".
+
+        The widget's comm stays open so the placeholder shows; a second ``close()`` closes it.
+        """
+        if self.closed or getattr(self, "comm", None) is None:
+            self._release()
+            super().close()
+            return
+        self.selected = []
+        self._release()
+        self._history = History()
+        self.closed = True
+
+    def _release(self) -> None:
         self._remove_hooks()
         model = getattr(self, "_model", None)
         if model is not None:
             ownership.release(model, self)
-        super().close()
 
     def _remove_hooks(self) -> None:
         for part in ("_live", "_attention", "_clock", "_handover"):
@@ -278,7 +301,8 @@ class Explorer(CutPanel, anywidget.AnyWidget):
         self.hooks = []
 
     def __del__(self) -> None:
-        self.close()  # ipywidgets' own __del__ closes too; ours also removes the hooks
+        self._release()  # ipywidgets' own __del__ closes too; ours also removes the hooks
+        super().close()
 
     def __repr__(self) -> str:
         return (

@@ -71,6 +71,9 @@ def exercise(page) -> int:
     page.evaluate("() => document.activeElement.blur()")
     assert state(page, "node_in") == {"a": "h"}
 
+    # until Python's report for these marks is in, it shows it is recomputing
+    assert page.locator(".sw-cut-recomputing").is_visible()
+    assert page.locator(".sw-cut-stale .sw-code[aria-busy='true']").count() == 1
     # Python answers with a leaky report and the code
     page.evaluate(
         "([r, c]) => { const m = window.harness.model(); m.set('cut_report', r); "
@@ -79,6 +82,8 @@ def exercise(page) -> int:
     )
     assert page.inner_text(".sw-cut-leak") == "⚠ original input x is still needed through b"
     assert "Keeps 18 of 36 parameters" in page.inner_text(".sw-cut-summary")
+    assert page.locator(".sw-cut-recomputing").is_hidden()
+    assert page.locator(".sw-cut-stale").count() == 0
     assert page.locator(".sw-cut-problems").is_hidden()
     page.click(".sw-cut-fix")
     assert {"type": "cut_apply_fix"} in page.evaluate("() => window.harness.model().sent")

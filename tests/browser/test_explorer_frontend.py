@@ -510,3 +510,14 @@ def test_histogram_axes_log_counts_history_steps_modes_and_curves(harness):
     red = page.evaluate(PIXEL, [f"mean of {mlp} output over steps", 40, 1])
     assert red[0] > 150 and red[1] < 100 and red[3] == 255
     assert page.evaluate(PIXEL, [f"mean of {mlp} output over steps", 21, 1])[3] == 0
+
+
+def test_closed_explorer_leaves_a_placeholder(harness):
+    page = harness
+    mount(page, rows=ROWS, selected=["head"])
+    assert page.locator(".sw-closed").count() == 0
+    page.evaluate("() => window.harness.model().set('closed', true)")  # Python's close()
+    assert page.locator("[role='tree']").count() == 0
+    assert page.inner_text(".sw-closed") == "Explorer closed"
+    assert page.evaluate("() => window.harness.unmount()") is True
+    assert page.locator(".sw-closed").count() == 0

@@ -21,6 +21,8 @@ export class CutPanel {
     this.ins = h("ul", { class: "sw-cut-list sw-cut-ins", "aria-label": "Cut inputs" });
     this.outs = h("ul", { class: "sw-cut-list sw-cut-outs", "aria-label": "Cut outputs" });
     this.summary = h("div", { class: "sw-cut-summary", "aria-live": "polite" });
+    this.recomputing = h("div", { class: "sw-cut-recomputing", role: "status", text: "Recomputing the cut report…" });
+    this.recomputing.hidden = true;
     this.problems = h("ul", { class: "sw-cut-problems", role: "alert" });
     this.fix = h("button", { type: "button", class: "sw-button sw-cut-fix" });
     this.code = h("code", { class: "sw-code-text" });
@@ -39,7 +41,7 @@ export class CutPanel {
         h("div", {}, [h("h4", { text: "Inputs" }), this.ins]),
         h("div", {}, [h("h4", { text: "Outputs" }), this.outs]),
       ]),
-      this.summary, this.problems, this.fix, this.pre,
+      this.recomputing, this.summary, this.problems, this.fix, this.pre,
       h("div", { class: "sw-code-actions" }, [this.copy, this.insert, this.status]),
     ]);
     /** @type {ReturnType<typeof setTimeout> | null} */
@@ -84,6 +86,11 @@ export class CutPanel {
     const marked = Object.keys(nodeIn).length + Object.keys(nodeOut).length > 0;
     this.hint.hidden = marked;
     const r = /** @type {any} */ (this.model.get("cut_report") ?? {});
+    // The report names the cut it is for: until it matches the marks, Python is recomputing.
+    const stale = marked && !(sameNames(r.node_in, nodeIn) && sameNames(r.node_out, nodeOut));
+    this.el.classList.toggle("sw-cut-stale", stale);
+    this.pre.setAttribute("aria-busy", String(stale));
+    this.recomputing.hidden = !stale;
     const lines = [];
     if (marked && r.valid !== undefined) {
       const leaks = /** @type {Record<string, string[]>} */ (r.leaks ?? {});
@@ -193,4 +200,15 @@ export class CutPanel {
     this.clearTimer();
     this.timer = setTimeout(() => this.setStatus(NO_INSERT, true), INSERT_TIMEOUT_MS);
   }
+}
+
+/**
+ * Whether the report's node names are exactly the marked ones.
+ * @param {string[] | undefined} reported
+ * @param {Record<string, string>} marked
+ */
+function sameNames(reported, marked) {
+  const a = [...(reported ?? [])].sort();
+  const b = Object.keys(marked).sort();
+  return a.length === b.length && a.every((n, i) => n === b[i]);
 }
