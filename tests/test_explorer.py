@@ -344,7 +344,7 @@ def test_hello_snapshot_has_history(make):
 def test_figure_and_static_fallback(make):
     model = SomeModel()
     ex = make(model, max_rate=0)
-    with pytest.raises(ValueError, match="no data for .layer1. yet"):  # not an empty figure
+    with pytest.raises(ValueError, match="no data for 'layer1' yet"):  # not an empty figure
         ex.figure("layer1")
     ex.select(["layer1"])
     for _ in range(4):
@@ -414,7 +414,9 @@ def test_close_removes_hooks_and_leaves_a_closed_view_then_closes_the_comm(make)
 
 def test_figure_before_any_data_names_what_to_do(make):
     ex = make(SomeModel(), max_rate=0)
-    with pytest.raises(ValueError, match=r"no data for 'layer2' yet: select it \(ex.select\('layer2'\)\)"):
+    with pytest.raises(
+        ValueError, match=r"no data for 'layer2' yet: select it \(ex.select\('layer2'\)\)"
+    ):
         ex.figure("layer2")
     ex.select("layer2")
     with pytest.raises(ValueError, match=r"no data for 'layer2' yet: run a forward"):

@@ -39,7 +39,9 @@ def _check(t: torch.Tensor) -> None:
         if ref[key] is None:
             assert getattr(got, key) is None, key
         else:
-            scale = max(abs(ref["min"]), abs(ref["max"]), 1.0) * (ref["finite"] ** 0.5 if key == "l2" else 1)
+            scale = max(abs(ref["min"]), abs(ref["max"]), 1.0) * (
+                ref["finite"] ** 0.5 if key == "l2" else 1
+            )
             assert getattr(got, key) == pytest.approx(ref[key], rel=1e-3, abs=1e-5 * scale), key
     assert got.hist.shape == (BINS,) and got.hist.dtype == np.float32
     assert got.hist.sum() == ref["finite"]

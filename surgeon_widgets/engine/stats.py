@@ -27,7 +27,7 @@ BINS = 64
 
 @dataclass(frozen=True)
 class TensorStats:
-    """Summary of one tensor. ``mean``/``std``/``min``/``max``/``l2`` are ``None`` with no finite values.
+    """Summary of one tensor; the moments and ``l2`` are ``None`` when no value is finite.
 
     ``l2`` is the L2 norm of the finite values (what gradient-explosion watchers plot).
 

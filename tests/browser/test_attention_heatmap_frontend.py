@@ -231,14 +231,19 @@ def test_uniform_attention_sits_low_on_the_fixed_scale_and_fills_it_with_contras
     items = []
     for it in content["items"]:  # the harness's inject() takes the buffers as plain lists
         exact = np.frombuffer(buffers[it.pop("exact")["buffer"]], np.float32)
-        items.append({**it, "values": list(buffers[it.pop("buffer")]), "exactValues": exact.tolist()})
+        items.append(
+            {**it, "values": list(buffers[it.pop("buffer")]), "exactValues": exact.tolist()}
+        )
     att.evaluate("(items) => window.attention.inject(items)", items)
     lut = att.evaluate("() => window.attention.COLORMAP")
     low = [*lut[3 * 16 : 3 * 16 + 3], 255]  # 0.0625 of the way up the colormap
     assert {tuple(pixel(att, MAP, x, y)) for x, y in [(0, 0), (7, 9), (15, 15)]} == {tuple(low)}
     assert legend(att) == ("0", "1")
     bar = f"section[data-attention='{LAYER}'] .sw-att-legend-bar"
-    assert pixel(att, bar, 0, 0) == [*lut[0:3], 255] and pixel(att, bar, 255, 0) == [*lut[765:768], 255]
+    assert pixel(att, bar, 0, 0) == [*lut[0:3], 255] and pixel(att, bar, 255, 0) == [
+        *lut[765:768],
+        255,
+    ]
     att.locator("input.sw-att-contrast").check()
     assert pixel(att, MAP, 7, 9) == [*lut[765:768], 255]  # the map's own range: its top
     assert legend(att) == ("0", "0.0625")
@@ -265,7 +270,10 @@ def test_hovered_cell_is_outlined_and_a_query_label_highlights_its_row(att):
     lbox = labels.bounding_box()
     labels.hover(position={"x": lbox["width"] - 10, "y": 1.5 * lbox["height"] / 4})  # "cat"
     readout = att.locator(f"{section} .sw-att-readout").inner_text()
-    assert readout == 'query "cat" #1 attends most to "The" #0 0.7000, "cat" #1 0.1000, "sat" #2 0.1000'
+    assert (
+        readout
+        == 'query "cat" #1 attends most to "The" #0 0.7000, "cat" #1 0.1000, "sat" #2 0.1000'
+    )
     row = att.locator(f"{section} .sw-att-rowmark").bounding_box()
     assert (round(row["y"] - box["y"]), round(row["height"]), round(row["width"])) == (64, 64, 256)
     assert not cursor.is_visible()  # the pointer left the map

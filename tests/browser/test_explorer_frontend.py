@@ -471,8 +471,8 @@ def test_histogram_axes_log_counts_history_steps_modes_and_curves(harness):
     assert page.evaluate(order) == [mlp, head]  # model order, not click order
     items = []
     for step in range(1, 6):
-        a = item(step=step, layer=mlp) | {"mean": 0.1 * step, "l2": float(step),
-                                          "training": step != 4, "nans": int(step == 3)}  # fmt: skip
+        extra = {"mean": 0.1 * step, "l2": float(step), "training": step != 4}
+        a = item(step=step, layer=mlp) | extra | {"nans": int(step == 3)}
         b = item(step=step, layer=head) | {"lo": 0.5, "hi": 2.0}  # 0 outside the range
         items += [a, b]
     for it in items:
