@@ -25,7 +25,7 @@ function render({ model, el }) {
   const d = new Disposer();
   const store = new HistoryStore();
   const tree = new TreeView(model, d);
-  const panels = new LayerPanels(store);
+  const panels = new LayerPanels(store, model);
   const hooks = new HooksPanel(model, d);
   const cut = new CutPanel(model, d);
   const attention = new AttentionPanels(model, new AttentionStore());

@@ -19,7 +19,8 @@
  *   selected: string[], gradients: boolean, max_rate: number, hooks: HookInfo[],
  *   errors: ErrorEntry[], notes: string[], replaced: string, search: string, clicks: string,
  *   node_in: Record<string, string>, node_out: Record<string, string>,
- *   cut_report: Record<string, any>, code: string, run?: { layers?: string[] }, closed: boolean
+ *   cut_report: Record<string, any>, code: string, run?: { layers?: string[] }, closed: boolean,
+ *   param_layers: string[]
  * }} Traits
  */
 
@@ -30,12 +31,13 @@
 /**
  * One tensor leaf of one layer at one step, as sent by Python (hist still a reference).
  * @typedef {{
- *   key: string, layer: string, leaf: string, kind: "activation" | "gradient", step: number,
+ *   key: string, layer: string, leaf: string, step: number,
+ *   kind: "activation" | "gradient" | "weight" | "weight grad" | "update",
  *   training?: boolean,
  *   shape: number[], dtype: string, numel: number,
  *   mean: number | null, std: number | null, min: number | null, max: number | null,
  *   zeros: number, nans: number, infs: number, hist: BinaryRef, lo: number, hi: number,
- *   l2?: number | null, training?: boolean
+ *   l2?: number | null
  * }} WireItem
  */
 

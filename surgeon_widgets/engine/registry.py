@@ -86,6 +86,12 @@ class HookRegistry:
         """Register ``fn(grad)`` on a tensor (runs during ``backward()``)."""
         return self._add("tensor", name, tensor.register_hook(fn))
 
+    def post_accumulate_grad(
+        self, tensor: torch.Tensor, fn: Callable[..., Any], name: str = ""
+    ) -> RemovableHandle:
+        """Register ``fn(param)`` on a leaf tensor; it runs once ``backward()`` set ``.grad``."""
+        return self._add("grad", name, tensor.register_post_accumulate_grad_hook(fn))
+
     def remove(self, name: str | None = None) -> int:
         """Remove every hook (or only those attached to ``name``); return how many."""
         with self._lock:

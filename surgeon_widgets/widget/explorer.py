@@ -32,6 +32,7 @@ from .history import History, Record, Series
 from .kernel_comms import connect, main_loop_scheduler
 from .live import LiveHooks
 from .steps import StepClock
+from .params import ParamWatch
 from .transport import fit_budget, snapshot_message, stats_message
 
 __all__ = ["Explorer"]
@@ -74,12 +75,16 @@ class Explorer(CutPanel, anywidget.AnyWidget):
         example_inputs: a tensor, a tuple of args or a dict of kwargs; used to show output
             shapes (one no-grad forward) and to trace models torch.fx cannot (graph nodes).
         selected, gradients, max_rate, show_nodes: initial values of those traits.
+        params: also show each selected layer's own parameters (as ``wandb.watch``): weight
+            histograms, their gradients after ``backward()`` and the update an optimizer step
+            made (:mod:`.params`). Per layer: the ``param_layers`` trait (the panel's switch).
 
     Synced traits (types, defaults and wire form in ``js/PROTOCOL.md``): ``rows`` (the tree),
     ``shapes``, ``show_nodes``, ``nodes_error``, ``selected``, ``gradients``, ``max_rate``
     (10.0), ``hooks`` (active hooks), ``errors`` (merged readable entries, see
-    :mod:`.errors`; ``clear_errors()``), ``notes``, ``replaced``, ``search``, ``clicks``; the
-    cut panel's ``node_in``, ``node_out``, ``cut_report`` and ``code`` (see :mod:`.cut_panel`:
+    :mod:`.errors`; ``clear_errors()``), ``notes``, ``replaced``, ``search``, ``clicks``,
+    ``closed``, ``param_layers``; the cut panel's ``node_in``, ``node_out``, ``cut_report`` and
+    ``code`` (see :mod:`.cut_panel`:
     ``submodel()``, ``apply_fix()``, ``to_cell()``).
 
     Example:
@@ -111,6 +116,7 @@ class Explorer(CutPanel, anywidget.AnyWidget):
     search = t.Unicode("").tag(sync=True)
     clicks = t.Unicode("").tag(sync=True)  # how clicks reach a running cell: see kernel_comms
     closed = t.Bool(False).tag(sync=True)
+    param_layers = t.List(t.Unicode()).tag(sync=True)
 
     def __init__(
         self,
@@ -121,12 +127,15 @@ class Explorer(CutPanel, anywidget.AnyWidget):
         gradients: bool = False,
         max_rate: float = 10.0,
         show_nodes: bool = False,
+        params: bool = False,
         **unknown: Any,
     ) -> None:
         if not isinstance(model, nn.Module):
             raise TypeError(f"Explorer needs an nn.Module, got {type(model).__name__}")
         for key in unknown:
-            options = ["example_inputs", "selected", "gradients", "max_rate", "show_nodes"]
+            options = [
+                "example_inputs", "selected", "gradients", "max_rate", "show_nodes", "params",
+            ]  # fmt: skip
             hint = closest(key, options)
             raise TypeError(
                 f"Explorer got an unknown argument {key!r}"
@@ -157,6 +166,9 @@ class Explorer(CutPanel, anywidget.AnyWidget):
             cost=self._attention_cost,
             on_failure=self._errors.hook_failed,
         )
+        # params=True: every selected layer also shows its own weights (param_layers per layer)
+        self._params_all = params
+        self._params = ParamWatch(model, self._on_records, self._on_error, self._live.due)
         notes = [COMPILED] if is_compiled(self._watched) else []
         super().__init__(
             rows=self._module_rows, gradients=gradients, max_rate=max_rate, notes=notes
@@ -289,7 +301,7 @@ class Explorer(CutPanel, anywidget.AnyWidget):
             ownership.release(model, self)
 
     def _remove_hooks(self) -> None:
-        for part in ("_live", "_attention", "_clock", "_handover"):
+        for part in ("_live", "_attention", "_params", "_clock", "_handover"):
             hooks = getattr(self, part, None)
             if hooks is not None:
                 hooks.close()
@@ -366,6 +378,29 @@ class Explorer(CutPanel, anywidget.AnyWidget):
         self.hooks = [{"name": n, "kind": k} for n in self._live.attached for k in kinds] + [
             {"name": n, "kind": "attention"} for n in self._attention.attached
         ]
+        self._sync_params(modules, change)
+
+    def _sync_params(self, modules: list[str], change: Any) -> None:
+        """Keep ``param_layers`` within the selection; with ``params=True`` new layers join."""
+        wanted = [n for n in self.param_layers if n in modules]
+        if self._params_all and change["name"] == "selected":
+            old = set(change["old"] or ())
+            wanted += [n for n in modules if n not in old and n not in wanted]
+        if wanted != self.param_layers:
+            self.param_layers = wanted  # -> _params_changed
+        else:
+            self._params_changed(None)
+
+    @t.observe("param_layers")
+    def _params_changed(self, change: Any) -> None:
+        watched = set(self.selected) & self._layer_set
+        valid = [n for n in self.param_layers if n in watched and self._params.owns_params(n)]
+        if valid != self.param_layers:  # e.g. a ReLU's switch: nothing of its own to show
+            self.param_layers = valid
+            return
+        self._params.sync(valid)
+        others = [h for h in self.hooks if h["kind"] != "parameters"]
+        self.hooks = others + [{"name": n, "kind": "parameters"} for n in self._params.attached]
 
     @t.observe("show_nodes")
     def _nodes_toggled(self, change: Any) -> None:

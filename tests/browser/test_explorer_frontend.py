@@ -521,3 +521,30 @@ def test_closed_explorer_leaves_a_placeholder(harness):
     assert page.inner_text(".sw-closed") == "Explorer closed"
     assert page.evaluate("() => window.harness.unmount()") is True
     assert page.locator(".sw-closed").count() == 0
+
+
+def test_parameters_switch_sets_param_layers_and_weights_get_their_panel_blocks(harness):
+    page = harness
+    mount(page, rows=ROWS, selected=["head"], param_layers=[])
+    switch = page.locator('[data-layer="head"] input.sw-params')
+    switch.check()
+    assert model(page, "param_layers") == ["head"]
+    page.evaluate("() => window.harness.model().set('param_layers', [])")  # Python pruned it
+    assert not switch.is_checked()
+    weight = item(leaf="weight", kind="weight", layer="head") | {"key": "head/weight"}
+    grad = item(leaf="weight.grad", kind="weight grad", layer="head") | {"key": "head/weight.grad"}
+    page.evaluate(
+        "([c, a]) => window.harness.inject(c, a)",
+        [{"type": "stats", "items": [grad, weight, item(layer="head")]},
+         [{"dtype": "float32", "values": COUNTS}]],
+    )  # fmt: skip
+    titles = page.locator('[data-layer="head"] .sw-leaf-title').all_inner_texts()
+    assert titles == [
+        "output · activation · step 1", "weight · weight · step 1",
+        "weight.grad · weight grad · step 1",
+    ]  # fmt: skip
+    colors = {
+        leaf: page.evaluate(BAR_COLOR, f"Histogram of head {leaf}")
+        for leaf in ("output", "weight", "weight.grad")
+    }
+    assert len(set(map(str, colors.values()))) == 3

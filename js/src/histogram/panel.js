@@ -8,14 +8,19 @@ import { drawHeat, drawHistogram } from "./draw.js";
 import { modeText, num, statsText } from "./format.js";
 
 /** @typedef {import("./store.js").HistoryStore} HistoryStore */
+/** @typedef {import("../types.js").Model} Model */
 
 const HIST = { width: 256, height: 72 };
 const HEAT = { width: 256, height: 40 };
 
 export class LayerPanels {
-  /** @param {HistoryStore} store */
-  constructor(store) {
+  /**
+   * @param {HistoryStore} store
+   * @param {Model} [model] for the per-layer "parameters" switch (trait `param_layers`)
+   */
+  constructor(store, model) {
     this.store = store;
+    this.model = model;
     /** @type {Map<string, HTMLElement>} */
     this.panels = new Map();
     /** @type {Map<string, Disposer>} listeners of each panel, removed with it */
@@ -63,10 +68,25 @@ export class LayerPanels {
       else this.logCounts.delete(name);
       this.draw(name);
     });
+    const params = h("input", { type: "checkbox", class: "sw-params" });
+    const model = this.model;
+    if (model) {
+      d.listen(params, "change", () => {
+        const now = (model.get("param_layers") ?? []).filter((n) => n !== name);
+        model.set("param_layers", params.checked ? [...now, name] : now);
+        model.save_changes();
+      });
+      const paint = () => { params.checked = (model.get("param_layers") ?? []).includes(name); };
+      d.onModel(model, "change:param_layers", paint);
+      paint();
+    }
     return h("section", { class: "sw-layer", "data-layer": name, "aria-label": `Layer ${name}` }, [
       h("div", { class: "sw-layer-head" }, [
         h("h3", { class: "sw-layer-title", text: name }),
         h("label", { class: "sw-layer-option" }, [log, " log counts"]),
+        h("label", {
+          class: "sw-layer-option", title: "Histograms of this module's own weights, their gradients and updates",
+        }, [params, " parameters"]),
       ]),
       h("p", { class: "sw-waiting", text: `Waiting for a forward pass through ${name}…` }),
     ]);
@@ -95,6 +115,7 @@ export class LayerPanels {
     waiting.hidden = keys.length > 0;
     const color = cssVar(panel, "--sw-hist-color", "#1976d2");
     const gradColor = cssVar(panel, "--sw-grad-color", "#e65100");
+    const weightColor = cssVar(panel, "--sw-weight-color", "#7b1fa2");
     const zeroColor = cssVar(panel, "--sw-fg2", "#666");
     const badColor = cssVar(panel, "--sw-error", "#d32f2f");
     const modes = { train: cssVar(panel, "--sw-train-color", "#2e7d32"), eval: cssVar(panel, "--sw-eval-color", "#757575") };
@@ -103,7 +124,7 @@ export class LayerPanels {
       const it = this.store.latest(key);
       if (!it) continue;
       const block = this.leafBlock(panel, key, it.layer, it.leaf);
-      const c = it.kind === "activation" ? color : gradColor;
+      const c = it.kind === "activation" ? color : it.kind === "weight" || it.kind === "update" ? weightColor : gradColor;
       const q = (/** @type {string} */ s) => /** @type {HTMLElement} */ (block.querySelector(s));
       q(".sw-leaf-title").textContent = `${it.leaf} · ${it.kind} · step ${it.step}${modeText(it)}`;
       const max = drawHistogram(/** @type {HTMLCanvasElement} */ (q(".sw-hist")), it.counts, {

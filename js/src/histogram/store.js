@@ -9,6 +9,8 @@ import { decode } from "../codec.js";
 /** Steps kept per key for the heat strip. */
 export const MAX_HISTORY = 100;
 
+const KIND_ORDER = ["activation", "gradient", "weight", "weight grad", "update"];
+
 /**
  * Decode a wire item's histogram reference into counts.
  * @param {WireItem} w
@@ -78,13 +80,14 @@ export class HistoryStore {
   }
 
   /**
-   * Keys of one layer: activations first, then gradients, each in arrival order.
+   * Keys of one layer: activations, gradients, then parameters (weights, their gradients and
+   * updates), each in arrival order.
    * @param {string} layer
    */
   keysOf(layer) {
     const keys = [...(this.keysByLayer.get(layer) ?? [])];
-    const grad = (/** @type {string} */ k) => (this.latest(k)?.kind === "gradient" ? 1 : 0);
-    return keys.sort((a, b) => grad(a) - grad(b));
+    const rank = (/** @type {string} */ k) => KIND_ORDER.indexOf(this.latest(k)?.kind ?? "activation");
+    return keys.sort((a, b) => rank(a) - rank(b));
   }
 
   /** @param {string} key */

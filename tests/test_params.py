@@ -1,0 +1,91 @@
+"""Parameter histograms (``Explorer(..., params=True)``) on a real training loop."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from surgeon_widgets.engine.registry import live_hooks
+from surgeon_widgets.engine.stats import tensor_stats
+from surgeon_widgets.widget import Explorer
+
+
+@pytest.fixture
+def training():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
+    ex = Explorer(model, params=True, max_rate=0, selected=["0", "1"])
+    ex.sent = []
+    ex.send = lambda content, buffers=None: ex.sent.append((content, buffers or []))
+    yield model, ex
+    ex.close()
+    ex.close()
+
+
+def same(stats, tensor):
+    ref = tensor_stats(tensor)
+    assert stats.shape == ref.shape and stats.mean == pytest.approx(ref.mean)
+    assert stats.l2 == pytest.approx(ref.l2) and np.array_equal(stats.hist, ref.hist)
+
+
+def test_weights_move_and_gradients_match_grad_in_a_training_loop(training):
+    model, ex = training
+    opt = torch.optim.SGD(model.parameters(), lr=0.5)
+    x, y = torch.randn(32, 8), torch.randn(32, 1)
+    weights, grads = [], []
+    for _ in range(4):
+        weights.append(model[0].weight.detach().clone())
+        opt.zero_grad()
+        nn.functional.mse_loss(model(x), y).backward()
+        grads.append(model[0].weight.grad.clone())
+        opt.step()
+    assert ex.param_layers == ["0"]  # ReLU has no parameters of its own
+    assert {h["name"] for h in ex.hooks if h["kind"] == "parameters"} == {"0"}
+    series = ex.stats("0")
+    assert {k: s.kind for k, s in series.items()} == {
+        "0/output": "activation", "0/weight": "weight", "0/bias": "weight",
+        "0/weight.grad": "weight grad", "0/bias.grad": "weight grad",
+        "0/weight.update": "update", "0/bias.update": "update",
+    }  # fmt: skip
+    w = series["0/weight"]
+    assert w.steps == [0, 1, 2, 3]
+    for stats, weight in zip(w.values, weights, strict=True):
+        same(stats, weight)  # the histogram moves with the weights
+    assert not np.array_equal(w.values[0].hist, w.values[-1].hist)
+    g = series["0/weight.grad"]
+    assert g.steps == [0, 1, 2, 3]
+    for stats, grad in zip(g.values, grads, strict=True):
+        same(stats, grad)
+    u = series["0/weight.update"]
+    assert u.steps == [1, 2, 3]  # the change an optimizer step made, seen at the next forward
+    same(u.values[0], weights[1] - weights[0])
+    kinds = {it["kind"] for content, _ in ex.sent if content["type"] == "stats"
+             for it in content["items"]}  # fmt: skip
+    assert kinds == {"activation", "weight", "weight grad", "update"}  # same transport
+
+
+def test_per_layer_switch_and_no_update_without_a_step(training):
+    model, ex = training
+    ex.param_layers = []  # the panel's switch, off
+    assert [h for h in ex.hooks if h["kind"] == "parameters"] == []
+    model(torch.randn(2, 8)).sum().backward()
+    assert "0/weight" not in ex.stats("0")
+    ex.param_layers = ["0"]
+    for _ in range(2):  # no optimizer: weights unchanged, so no update record
+        model(torch.randn(2, 8)).sum().backward()
+    keys = set(ex.stats("0"))
+    assert {"0/weight", "0/weight.grad"} <= keys and "0/weight.update" not in keys
+    ex.select([])
+    assert ex.param_layers == [] and live_hooks() == []
+
+
+def test_params_off_by_default_and_unknown_argument_hint():
+    model = nn.Sequential(nn.Linear(2, 2))
+    ex = Explorer(model, selected=["0"], max_rate=0)
+    model(torch.ones(1, 2))
+    assert set(ex.stats("0")) == {"0/output"} and ex.param_layers == []
+    ex.close()
+    with pytest.raises(TypeError, match="did you mean 'params'"):
+        Explorer(model, param=True)
