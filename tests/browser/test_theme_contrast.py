@@ -1,4 +1,4 @@
-"""Every text colour of the widget reads at >= 4.5:1 (WCAG AA) in JupyterLab's light and dark themes.
+"""Every text colour of the widget reads at >= 4.5:1 (WCAG AA) in light and dark themes.
 
 The page loads JupyterLab's own theme stylesheets (from the installed JupyterLab) into the
 bundle harness, fills every view (tree, histograms, curves, attention, cut report with each
@@ -12,8 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from test_explorer_frontend import COUNTS, ROWS, item  # noqa: E402 (same folder)
+from test_explorer_frontend import COUNTS, ROWS, item
 
 pytestmark = [
     pytest.mark.browser,
@@ -58,7 +57,7 @@ CONTRASTS = """() => {
   const root = document.querySelector('.sw-explorer');
   for (const el of [root, ...root.querySelectorAll('*')]) {
     const own = [...el.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim());
-    const field = el.matches('input[type=text], input[type=number], input[type=search], select, button');
+    const field = el.matches('input[type=text], input[type=number], select, button');
     if (!own && !field) continue;
     const r = el.getBoundingClientRect();
     const style = getComputedStyle(el);
@@ -112,7 +111,8 @@ def fill(page):
         "method": "fx", "problems": ["a problem"], "valid": False,
     }  # fmt: skip
     page.evaluate(
-        "([r, c]) => { const m = window.harness.model(); m.set('cut_report', r); m.set('code', c); }",
+        "([r, c]) => { const m = window.harness.model(); m.set('cut_report', r); "
+        "m.set('code', c); }",
         [report, CODE],
     )
     tokens = page.evaluate(
