@@ -1,22 +1,33 @@
-"""``surgeon-widgets demo``: open the shipped demo notebook in JupyterLab.
+"""The ``surgeon-widgets`` command.
 
-The notebook is copied to a working folder (never edited in place) and JupyterLab is started
-there on 127.0.0.1.
+``surgeon-widgets demo`` copies the shipped demo notebook to a working folder (never edited in
+place) and starts JupyterLab there on 127.0.0.1, printing the full URL with its token. It needs
+JupyterLab: ``pip install "surgeon-widgets[demo]"``.
+
+Each subcommand is one ``add_<name>(commands)`` function that registers its parser and sets
+``handler``; heavy imports (torch, Jupyter) happen inside the handler only, so ``--help`` is
+fast.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
+import secrets
 import shutil
+import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
 __all__ = ["main"]
 
 DEMO = "demo.ipynb"
+DEMO_INSTALL = 'pip install "surgeon-widgets[demo]"'
+DEFAULT_PORT = 8888
 
 
 def copy_demo(folder: Path) -> Path:
@@ -34,6 +45,7 @@ def lab_command(folder: Path, port: int, browser: bool) -> list[str]:
     command = [
         sys.executable, "-m", "jupyter", "lab", f"--port={port}", "--ip=127.0.0.1",
         f"--ServerApp.root_dir={folder}", f"--LabApp.default_url=/lab/tree/{DEMO}",
+        "--ServerApp.port_retries=0",  # the printed URL must be the one it serves
     ]  # fmt: skip
     if not browser:
         command.append("--no-browser")
@@ -42,31 +54,108 @@ def lab_command(folder: Path, port: int, browser: bool) -> list[str]:
     return command
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="surgeon-widgets", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
-    demo = commands.add_parser("demo", help="open the demo notebook in JupyterLab")
-    demo.add_argument("--port", type=int, default=8888)
+def missing_demo_requirements() -> list[str]:
+    """Modules the demo needs that this Python cannot import (JupyterLab and a kernel)."""
+    return [m for m in ("jupyterlab", "ipykernel") if importlib.util.find_spec(m) is None]
+
+
+def port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    missing = missing_demo_requirements()
+    if missing:
+        print(
+            f"surgeon-widgets demo needs JupyterLab ({', '.join(missing)} not installed here).\n"
+            f"Install it with:\n    {DEMO_INSTALL}",
+            file=sys.stderr,
+        )
+        return 2
+    port = args.port
+    if port is None:
+        port = DEFAULT_PORT if port_free(DEFAULT_PORT) else free_port()
+    elif not port_free(port):
+        print(f"port {port} on 127.0.0.1 is in use; pick another with --port", file=sys.stderr)
+        return 2
+    notebook = copy_demo(args.dir)
+    # the token goes through the environment, not the command line (visible to `ps`)
+    token = os.environ.get("JUPYTER_TOKEN") or secrets.token_hex(24)
+    print(f"demo notebook: {notebook}")
+    print(f"open http://127.0.0.1:{port}/lab/tree/{DEMO}?token={token}", flush=True)
+    env = {**os.environ, "JUPYTER_TOKEN": token}
+    try:
+        return subprocess.call(lab_command(args.dir, port, not args.no_browser), env=env)
+    except KeyboardInterrupt:
+        return 0
+
+
+def add_demo(commands: argparse._SubParsersAction) -> None:
+    demo = commands.add_parser(
+        "demo",
+        help="open the demo notebook in JupyterLab",
+        description="Copy the demo notebook and open it in JupyterLab on 127.0.0.1.\n"
+        f"Needs JupyterLab:  {DEMO_INSTALL}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    demo.add_argument(
+        "--port", type=int, default=None,
+        help=f"port on 127.0.0.1 (default: {DEFAULT_PORT}, or a free one if it is taken)",
+    )  # fmt: skip
     demo.add_argument("--no-browser", action="store_true", help="only print the URL")
     demo.add_argument(
         "--dir", type=Path, default=Path.cwd() / "surgeon-widgets-demo",
         help="working folder for the notebook copy (default: ./surgeon-widgets-demo)",
     )  # fmt: skip
+    demo.set_defaults(handler=run_demo)
+
+
+def run_export_tensorboard(args: argparse.Namespace) -> int:
+    from .record.tensorboard import export_tensorboard
+
+    print(f"wrote {export_tensorboard(args.run, args.out)}")
+    return 0
+
+
+def add_export_tensorboard(commands: argparse._SubParsersAction) -> None:
     export = commands.add_parser(
         "export-tensorboard", help="write a recorded run as TensorBoard events"
     )
     export.add_argument("run", type=Path, help="the run folder (Recorder's path)")
     export.add_argument("out", type=Path, help="folder for the event file (--logdir)")
-    args = parser.parse_args(argv)
-    if args.command == "export-tensorboard":
-        from .record.tensorboard import export_tensorboard
+    export.set_defaults(handler=run_export_tensorboard)
 
-        print(f"wrote {export_tensorboard(args.run, args.out)}")
-        return 0
-    notebook = copy_demo(args.dir)
-    print(f"demo notebook: {notebook}")
-    print(f"open http://127.0.0.1:{args.port}/lab/tree/{DEMO} (JupyterLab prints the token URL)")
-    return subprocess.call(lab_command(args.dir, args.port, not args.no_browser))
+
+# One entry per subcommand; add yours here.
+SUBCOMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [add_demo, add_export_tensorboard]
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(
+        prog="surgeon-widgets",
+        description="Look inside PyTorch models. Subcommands:",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in SUBCOMMANDS:
+        add(commands)
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    return args.handler(args)
 
 
 if __name__ == "__main__":

@@ -93,14 +93,47 @@ def test_main_requires_a_command(capsys):
         cli.main([])
 
 
-def test_main_passes_port_and_folder(tmp_path, monkeypatch, capsys):
+def test_main_passes_port_folder_and_prints_the_url_with_its_token(tmp_path, monkeypatch, capsys):
     calls = []
-    monkeypatch.setattr(cli.subprocess, "call", lambda command: calls.append(command) or 0)
-    assert cli.main(["demo", "--no-browser", "--port", "9123", "--dir", str(tmp_path)]) == 0
+    monkeypatch.setattr(cli.subprocess, "call", lambda command, env: calls.append((command, env)))
+    monkeypatch.delenv("JUPYTER_TOKEN", raising=False)
+    port = _free_port()
+    assert cli.main(["demo", "--no-browser", "--port", str(port), "--dir", str(tmp_path)]) is None
     assert (tmp_path / cli.DEMO).is_file()
-    (command,) = calls
-    assert command == cli.lab_command(tmp_path, 9123, browser=False)
-    assert "127.0.0.1:9123" in capsys.readouterr().out
+    ((command, env),) = calls
+    assert command == cli.lab_command(tmp_path, port, browser=False)
+    token = env["JUPYTER_TOKEN"]
+    assert len(token) == 48 and token not in " ".join(command)  # not visible to `ps`
+    url = f"http://127.0.0.1:{port}/lab/tree/{cli.DEMO}?token={token}"
+    assert url in capsys.readouterr().out
+
+
+def test_demo_without_jupyterlab_says_what_to_install(tmp_path, monkeypatch, capsys):
+    real = cli.importlib.util.find_spec
+    monkeypatch.setattr(
+        cli.importlib.util, "find_spec", lambda m: None if m == "jupyterlab" else real(m)
+    )
+    assert cli.main(["demo", "--dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert 'pip install "surgeon-widgets[demo]"' in err and "Traceback" not in err
+    assert not (tmp_path / cli.DEMO).exists()
+
+
+def test_demo_on_a_taken_port_fails_clearly(tmp_path, capsys):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        assert cli.main(["demo", "--port", str(port), "--dir", str(tmp_path)]) == 2
+    assert f"port {port} on 127.0.0.1 is in use" in capsys.readouterr().err
+
+
+def test_help_is_plain_text_without_importing_torch():
+    code = "import sys; from surgeon_widgets.cli import main\ntry: main(['demo', '--help'])\n"
+    code += "except SystemExit: print('torch' in sys.modules)"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.stdout.rstrip().endswith("False"), out.stdout + out.stderr
+    assert 'pip install "surgeon-widgets[demo]"' in out.stdout and "\x1b" not in out.stdout
 
 
 @pytest.mark.timeout(180)
