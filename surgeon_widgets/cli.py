@@ -42,8 +42,10 @@ def copy_demo(folder: Path) -> Path:
 
 
 def lab_command(folder: Path, port: int, browser: bool) -> list[str]:
+    # `-m jupyterlab`, not `-m jupyter lab`: that looks up a `jupyter-lab` script on PATH,
+    # which an unactivated venv does not have
     command = [
-        sys.executable, "-m", "jupyter", "lab", f"--port={port}", "--ip=127.0.0.1",
+        sys.executable, "-m", "jupyterlab", f"--port={port}", "--ip=127.0.0.1",
         f"--ServerApp.root_dir={folder}", f"--LabApp.default_url=/lab/tree/{DEMO}",
         "--ServerApp.port_retries=0",  # the printed URL must be the one it serves
     ]  # fmt: skip

@@ -70,7 +70,7 @@ def test_copy_demo_copies_and_never_edits_the_shipped_file(tmp_path):
 
 def test_lab_command_flags(tmp_path):
     command = cli.lab_command(tmp_path, 8765, browser=False)
-    assert command[:4] == [sys.executable, "-m", "jupyter", "lab"]
+    assert command[:3] == [sys.executable, "-m", "jupyterlab"]
     assert "--no-browser" in command
     assert "--port=8765" in command
     assert "--ip=127.0.0.1" in command
