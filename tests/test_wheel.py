@@ -179,7 +179,7 @@ def test_wheel_in_a_fresh_venv_demo_needs_the_extra_then_serves(wheel, tmp_path)
         assert sources(notebook["content"]["cells"]) == sources(shipped["cells"])
         assert (work / cli.DEMO).read_bytes() == (
             REPO / "surgeon_widgets/notebooks" / cli.DEMO
-        ).read_bytes()  # noqa: E501
+        ).read_bytes()
         with urllib.request.urlopen(url, timeout=10) as r:  # the printed URL opens the lab
             assert r.status == 200 and "JupyterLab" in r.read().decode()
     finally:
