@@ -236,11 +236,25 @@ def _namespace() -> Mapping[str, Any]:
     return shell.user_ns if shell is not None else {}
 
 
+NO_INSERT_MARIMO = "marimo cannot add cells from a widget: press Copy, then paste into a new cell"
+
+
+def _in_marimo() -> bool:
+    marimo = sys.modules.get("marimo")  # only loaded when marimo runs this notebook
+    try:
+        return bool(marimo is not None and marimo.running_in_notebook())
+    except Exception:
+        return False
+
+
 def _insert_with_ipylab(code: str) -> tuple[bool, str]:
     """Insert a cell below the active one through ipylab's front-end commands, if installed.
 
     ipylab (optional) needs its JupyterLab extension, present in JupyterLab 4 and Notebook 7.
+    A marimo notebook has no way for a widget to add cells: the answer says to copy.
     """
+    if _in_marimo():
+        return False, NO_INSERT_MARIMO
     try:
         from ipylab import JupyterFrontEnd  # type: ignore[import-not-found]
     except ImportError:

@@ -507,7 +507,7 @@ def test_histogram_axes_log_counts_history_steps_modes_and_curves(harness):
     captions = page.locator(f"{curves} figcaption").all_inner_texts()
     assert captions == ["mean 0.5", "std 1", "L2 norm 5"]
     assert page.inner_text(f'{curves} [data-stat="l2"] .sw-curve-range') == "1 … 5"
-    red = page.evaluate(PIXEL, [f"mean of {mlp} output over steps", 40, 1])
+    red = page.evaluate(PIXEL, [f"mean of {mlp} output over steps", 44, 1])  # step 3
     assert red[0] > 150 and red[1] < 100 and red[3] == 255
     assert page.evaluate(PIXEL, [f"mean of {mlp} output over steps", 21, 1])[3] == 0
 

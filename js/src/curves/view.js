@@ -10,7 +10,7 @@ import { drawCurve } from "./draw.js";
 /** The statistics charted, in order: [field, label]. */
 export const CURVES = /** @type {const} */ ([["mean", "mean"], ["std", "std"], ["l2", "L2 norm"]]);
 
-const SIZE = { width: 80, height: 36 };
+const SIZE = { width: 88, height: 36 };
 
 /**
  * Points of one statistic over a history.

@@ -1,0 +1,103 @@
+"""The Explorer in marimo: ``mo.ui.anywidget(Explorer(model))`` on a marimo server on loopback.
+
+The tree renders, a forward run by another cell updates the histogram, and "Insert as new cell"
+says to copy (marimo gives widgets no way to add cells).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="needs /usr/bin/chromium"),
+    pytest.mark.timeout(300),
+]
+
+REPO = Path(__file__).resolve().parents[2]
+APP = Path(__file__).with_name("marimo") / "explorer_app.py"
+
+
+@pytest.fixture
+def marimo_url(tmp_path):
+    pytest.importorskip("marimo")
+    from surgeon_widgets.cli import free_port
+
+    port = free_port()
+    app = tmp_path / APP.name
+    shutil.copyfile(APP, app)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+    }
+    env["HOME"] = str(tmp_path)  # marimo's config and state stay in the test's folder
+    log = (tmp_path / "marimo.log").open("w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "marimo", "run", str(app), "--headless", "--host", "127.0.0.1",
+         "--port", str(port), "--no-token"],
+        env=env, cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}/"
+    deadline = time.monotonic() + 90
+    while True:
+        assert proc.poll() is None, (tmp_path / "marimo.log").read_text()[-3000:]
+        try:
+            with urllib.request.urlopen(url, timeout=2):
+                break
+        except OSError:
+            assert time.monotonic() < deadline, (tmp_path / "marimo.log").read_text()[-3000:]
+            time.sleep(0.3)
+    yield url
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    log.close()
+
+
+def test_explorer_renders_and_updates_in_marimo(browser, marimo_url):
+    context = browser.new_context(viewport={"width": 1200, "height": 1000})
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(marimo_url)
+    page.locator(".sw-explorer [role='tree']").wait_for(timeout=60_000)
+    assert page.locator(".sw-explorer [role='treeitem'][data-name='0']").count() == 1
+    panel = page.locator(".sw-explorer [data-layer='0']")
+    panel.wait_for()
+    page.get_by_role("button", name="train steps").click()
+    stats = panel.locator(".sw-stats").first
+    stats.wait_for(timeout=60_000)
+    title = panel.locator(".sw-leaf-title").first  # marimo renders widgets in a shadow root
+    deadline = time.monotonic() + 60
+    while "step 2" not in title.inner_text():  # the three forwards of the button's cell
+        assert time.monotonic() < deadline, title.inner_text()
+        time.sleep(0.2)
+    assert "shape [4, 16] float32" in stats.inner_text()
+    painted = page.locator("canvas[aria-label='Histogram of 0 output']").evaluate("""(c) => {
+        const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+        let n = 0; for (let i = 3; i < d.length; i += 4) n += d[i] > 0; return n;
+    }""")
+    assert painted > 100
+    page.locator(".sw-explorer .sw-insert").click()
+    status = page.locator(".sw-explorer .sw-cut-status")
+    while "Copy" not in status.inner_text():
+        assert time.monotonic() < deadline + 30, status.inner_text()
+        time.sleep(0.2)
+    assert status.inner_text() == (
+        "marimo cannot add cells from a widget: press Copy, then paste into a new cell"
+    )
+    page.screenshot(path=str(Path(os.environ.get("SW_SHOTS", "/tmp")) / "marimo.png"))
+    context.close()
+    assert errors == [], errors
