@@ -17,14 +17,14 @@ def _():
     ex = Explorer(model, selected=["0"], max_rate=0)
     ex.node_out = ["0"]  # a cut, so the code panel has code to insert
     view = mo.ui.anywidget(ex)
-    view
+    view  # noqa: B018 (marimo shows the last expression)
     return mo, model, torch
 
 
 @app.cell
 def _(mo):
     run = mo.ui.run_button(label="train steps")
-    run
+    run  # noqa: B018
     return (run,)
 
 
