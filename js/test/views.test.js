@@ -1,0 +1,61 @@
+// Pure logic of issue 12's views: colour scales, model order, histogram axes, curves, row read-out.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+
+import { valueRange } from "../src/curves/draw.js";
+import { curvePoints } from "../src/curves/view.js";
+import { FIXED, mapScale, scaleTable } from "../src/heatmap/draw.js";
+import { rowReadout } from "../src/heatmap/readout.js";
+import { barShare, zeroX } from "../src/histogram/draw.js";
+import { inModelOrder } from "../src/model_order.js";
+
+/** @param {Partial<import("../src/heatmap/store.js").AttentionMap>} o */
+const map = (o) => ({
+  head: /** @type {"mean"} */ ("mean"), rows: 1, cols: 3, fullRows: 1, fullCols: 3, lo: 0, hi: 0.0625,
+  values: new Uint8Array([255, 128, 0]), exact: null, ...o,
+});
+
+test("fixed scale puts a uniform 1/16 map at 1/16 of the colormap; contrast fills it", () => {
+  const m = map({});
+  assert.deepEqual(mapScale(m, "fixed"), FIXED);
+  const fixed = scaleTable(m, FIXED);
+  assert.equal(fixed[255], 16);
+  assert.equal(fixed[0], 0);
+  const own = scaleTable(m, mapScale(m, "contrast"));
+  assert.equal(own[255], 255);
+  assert.equal(own[128], 128);
+  const flat = mapScale(map({ hi: 0 }), "contrast");
+  assert.ok(flat.hi > flat.lo); // an all-zero map still has a usable range
+});
+
+test("panels follow the tree's order; unknown names keep theirs, last", () => {
+  const rows = ["a", "b", "c"].map((name) => ({ name, parent: null, depth: 0, cls: "X", kind: /** @type {"module"} */ ("module"), params: 0, children: 0 }));
+  assert.deepEqual(inModelOrder(["c", "zz", "a", "yy"], rows), ["a", "c", "zz", "yy"]);
+  assert.deepEqual(inModelOrder(["b"], undefined), ["b"]);
+});
+
+test("histogram bars on linear and log axes; the zero line only inside the range", () => {
+  assert.equal(barShare(1, 32, false), 1 / 32);
+  assert.equal(barShare(1, 32, true), Math.log(2) / Math.log(33));
+  assert.equal(barShare(0, 32, true), 0);
+  assert.equal(zeroX(-1, 2, 256), 85);
+  assert.equal(zeroX(0, 2, 256), null);
+  assert.equal(zeroX(0.5, 2, 256), null);
+});
+
+test("curves: NaN/Inf steps are marked, missing values break the line, flat ranges widen", () => {
+  const items = /** @type {any[]} */ ([
+    { step: 1, mean: 1, nans: 0, infs: 0 }, { step: 2, mean: null, nans: 3, infs: 0 }, { step: 3, mean: 1, nans: 0, infs: 1 },
+  ]);
+  const points = curvePoints(items, "mean");
+  assert.deepEqual(points.map((p) => p.bad), [false, true, true]);
+  assert.equal(points[1].value, null);
+  const range = /** @type {[number, number]} */ (valueRange(points));
+  assert.ok(range[0] < 1 && range[1] > 1);
+  assert.equal(valueRange([{ step: 1, value: null, bad: true }]), null);
+});
+
+test("a query row lists the keys it attends to most", () => {
+  const m = map({ hi: 1, exact: new Float32Array([0.2, 0.7, 0.1]) });
+  assert.equal(rowReadout(m, 0, ["q"], ["a", "b", "c"], 2), 'query "q" #0 attends most to "b" #1 0.7000, "a" #0 0.2000');
+});
