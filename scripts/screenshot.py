@@ -6,7 +6,7 @@ Playwright), runs every cell, waits for the Explorer to render, Ctrl+clicks one 
 its tree, runs the training cell again so that layer's histograms fill, and saves a screenshot
 of the widget. Nothing is downloaded. Usage::
 
-    .venv/bin/python scripts/screenshot.py [--out docs/explorer.png] [--layer layers.1.mlp]
+    .venv/bin/python scripts/screenshot.py [--out docs/explorer.png] [--layer layers.1.mlp] [--dark]
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_lab(root: Path, home: Path) -> tuple[subprocess.Popen, str]:
+def start_lab(root: Path, home: Path, dark: bool = False) -> tuple[subprocess.Popen, str]:
     """JupyterLab on 127.0.0.1 (no token, isolated settings) serving ``root``; its base URL."""
     env = {
         **os.environ,
@@ -87,6 +87,8 @@ def start_lab(root: Path, home: Path) -> tuple[subprocess.Popen, str]:
     (settings / "notification.jupyterlab-settings").write_text(
         json.dumps({"fetchNews": "false", "checkForUpdates": False})
     )
+    theme = "JupyterLab Dark" if dark else "JupyterLab Light"
+    (settings / "themes.jupyterlab-settings").write_text(json.dumps({"theme": theme}))
     port = free_port()
     command = [
         sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ip=127.0.0.1",
@@ -202,6 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "explorer.png")
     parser.add_argument("--layer", default="layers.1.mlp", help="layer to click in the tree")
     parser.add_argument("--timeout", type=float, default=300, help="seconds per wait")
+    parser.add_argument("--dark", action="store_true", help="JupyterLab's dark theme")
     args = parser.parse_args(argv)
     if not Path(CHROMIUM).exists():
         print(f"needs {CHROMIUM} (Debian's chromium package)", file=sys.stderr)
@@ -211,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         root, home = tmp / "root", tmp / "home"
         root.mkdir()
         shutil.copyfile(DEMO, root / "demo.ipynb")
-        proc, base = start_lab(root, home)
+        proc, base = start_lab(root, home, args.dark)
         try:
             shoot(base, args.out.resolve(), args.layer, args.timeout)
         finally:
