@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -83,9 +84,15 @@ def run(*command, **kwargs) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("dist")
+    # build from a copy of the tracked files: no stale build/ folder, nothing written to the repo
+    source = tmp_path_factory.mktemp("source")
+    tracked = run("git", "ls-files", "-z", cwd=REPO).stdout.split("\0")
+    for name in filter(None, tracked):
+        (source / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / name, source / name)
     build = run(
         sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-        "-w", str(out), str(REPO),
+        "-w", str(out), str(source),
     )  # fmt: skip
     assert build.returncode == 0, build.stdout[-2000:] + build.stderr[-2000:]
     (path,) = out.glob("surgeon_widgets-*.whl")
