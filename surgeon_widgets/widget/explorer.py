@@ -40,7 +40,9 @@ __all__ = ["Explorer"]
 log = logging.getLogger("surgeon_widgets.explorer")
 STATIC = Path(__file__).resolve().parent.parent / "static"
 # Traits the browser changes whose observers touch the model: run on the model's thread.
-HANDED_OVER = frozenset({"selected", "gradients", "max_rate", "show_nodes", "node_in", "node_out"})
+HANDED_OVER = frozenset(
+    {"selected", "gradients", "max_rate", "show_nodes", "node_in", "node_out", "param_layers"}
+)
 REPLACED = (
     "Replaced by a newer Explorer on this model: this one removed its hooks and stays frozen."
 )
