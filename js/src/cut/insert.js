@@ -1,6 +1,16 @@
 // Copy the code, or insert it as a new notebook cell, with the best path the host offers.
 
 export const NO_INSERT = "insertion is not available here (VS Code / Voila): use Copy";
+export const NO_INSERT_MARIMO = "marimo cannot add cells from a widget: press Copy, then paste into a new cell";
+
+/**
+ * Whether `el` is rendered by marimo (its anywidgets live in a `<marimo-anywidget>` shadow root).
+ * @param {Element} el
+ */
+export function inMarimo(el) {
+  const root = el.getRootNode();
+  return root instanceof ShadowRoot && root.host.tagName.startsWith("MARIMO-");
+}
 
 /**
  * The JupyterLab / Notebook 7 application, when the page exposes it (`window.jupyterapp`: both

@@ -3,7 +3,7 @@
 
 import { formatCount, h } from "../dom.js";
 import { highlight } from "./highlight.js";
-import { copyText, insertInPage, insertThroughNotebookDom, NO_INSERT } from "./insert.js";
+import { copyText, inMarimo, insertInPage, insertThroughNotebookDom, NO_INSERT, NO_INSERT_MARIMO } from "./insert.js";
 
 /** @typedef {import("../types.js").Model} Model */
 /** @typedef {import("../dom.js").Disposer} Disposer */
@@ -187,6 +187,10 @@ export class CutPanel {
 
   async onInsert() {
     const code = this.model.get("code") ?? "";
+    if (inMarimo(this.el)) {
+      this.setStatus(NO_INSERT_MARIMO, true);
+      return;
+    }
     try {
       if (await insertInPage(code) || await insertThroughNotebookDom(this.el, code)) {
         this.setStatus("Inserted a new cell below");
