@@ -31,8 +31,8 @@ from .handover import Handover, messages_on_model_thread
 from .history import History, Record, Series
 from .kernel_comms import connect, main_loop_scheduler
 from .live import LiveHooks
-from .steps import StepClock
 from .params import ParamWatch
+from .steps import StepClock
 from .transport import fit_budget, snapshot_message, stats_message
 
 __all__ = ["Explorer"]

@@ -114,14 +114,15 @@ class ParamWatch:
         records = []
         for pname, param in params:
             weight = param.detach()
+            mode = self.model.training
             records.append(Record(f"{name}/{pname}", name, pname, "weight", step,
-                                  tensor_stats(weight)))  # fmt: skip
+                                  tensor_stats(weight), mode))  # fmt: skip
             before = self._previous.get((name, pname))
             if before is not None and before.shape == weight.shape:
                 change = tensor_stats(weight - before)
                 if change.zeros < 1.0:  # an optimizer step (or the user) changed them
                     leaf = f"{pname}.update"
-                    records.append(Record(f"{name}/{leaf}", name, leaf, "update", step, change))
+                    records.append(Record(f"{name}/{leaf}", name, leaf, "update", step, change, mode))
             self._previous[(name, pname)] = weight.clone()
         self.sink(records)
 
