@@ -122,7 +122,8 @@ class ParamWatch:
                 change = tensor_stats(weight - before)
                 if change.zeros < 1.0:  # an optimizer step (or the user) changed them
                     leaf = f"{pname}.update"
-                    records.append(Record(f"{name}/{leaf}", name, leaf, "update", step, change, mode))
+                    key = f"{name}/{leaf}"
+                    records.append(Record(key, name, leaf, "update", step, change, mode))
             self._previous[(name, pname)] = weight.clone()
         self.sink(records)
 
