@@ -81,7 +81,7 @@ def test_explorer_renders_and_updates_in_marimo(browser, marimo_url):
     stats.wait_for(timeout=60_000)
     title = panel.locator(".sw-leaf-title").first  # marimo renders widgets in a shadow root
     deadline = time.monotonic() + 60
-    while "step 2" not in title.inner_text():  # the three forwards of the button's cell
+    while "step" not in title.inner_text():  # nothing ran before the button's cell
         assert time.monotonic() < deadline, title.inner_text()
         time.sleep(0.2)
     assert "shape [4, 16] float32" in stats.inner_text()
