@@ -38,7 +38,7 @@ explorer"""
 
 CHECK = """\
 h = torch.randn(4, 3)
-(out,) = cut_model(h)  # node_out given as a list: a list of outputs
+out = cut_model(h)  # a single node_out: one tensor
 same = torch.equal(out, net.layer3(net.layer2(h)))
 print("cut ok", type(cut_model).__name__, cut_model.summary["input"], same)"""
 
@@ -63,12 +63,12 @@ def test_mark_cut_by_clicking_then_insert_a_cell_that_runs(browser, jupyterlab):
         code = page.locator(".sw-explorer .sw-code")
         page.wait_for_function(
             "() => document.querySelector('.sw-explorer .sw-code')?.textContent"
-            ".includes(\"node_out=['layer3']\")",
+            ".includes(\"node_out='layer3'\")",
             timeout=20_000,
         )
         assert "✓ valid cut" in page.inner_text(".sw-explorer .sw-cut-summary")
         text = code.inner_text()
-        assert "cut_model = Extract(net, node_in=['layer1'], node_out=['layer3'])" in text
+        assert "cut_model = Extract(net, node_in='layer1', node_out='layer3')" in text
 
         page.locator(".sw-explorer .sw-insert").click()
         page.wait_for_function(f"() => ({SOURCE})(1)?.includes('cut_model = Extract')")
