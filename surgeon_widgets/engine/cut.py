@@ -20,6 +20,7 @@ from .mincut import min_vertex_cut
 from .naming import NameSpec, UnknownNameError, normalize_spec
 from .surgery import (
     auto_input_key,
+    downstream,
     find_leaks,
     input_identifier,
     is_kept,
@@ -216,7 +217,7 @@ def _min_cut(graph: fx.Graph) -> list[str] | None:
     outs = output.all_input_nodes
     nodes = [n for n in graph.nodes if n.op != "output"]
     new = [n for n in nodes if n.op == "placeholder" and n.name.startswith(_TEMPORARY)]
-    below = _descendants(new) | set(new)
+    below = downstream(new)
 
     def cost(node: fx.Node) -> int | None:
         fixed = node.op in ("placeholder", "get_attr") or node in outs or node in below
@@ -369,17 +370,6 @@ def _ancestors(node: fx.Node, stop: set[fx.Node]) -> set[fx.Node]:
             if parent not in seen:
                 seen.add(parent)
                 todo.append(parent)
-    return seen
-
-
-def _descendants(nodes: Iterable[fx.Node]) -> set[fx.Node]:
-    seen: set[fx.Node] = set()
-    todo = list(nodes)
-    while todo:
-        for user in todo.pop().users:
-            if user not in seen:
-                seen.add(user)
-                todo.append(user)
     return seen
 
 

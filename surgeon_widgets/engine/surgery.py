@@ -248,7 +248,7 @@ def reroute_shape_reads(graph: fx.Graph, new_inputs: Sequence[fx.Node]) -> None:
                 sizes.setdefault(size.node.expr, (placeholder, dim))
     if not sizes:
         return
-    fed = _downstream(new_inputs)
+    fed = downstream(new_inputs)
     anchor = [n for n in graph.nodes if n.op == "placeholder"][-1]
     for node in list(graph.nodes):
         if node in fed or node.op != "call_function" or not _op_name(node).startswith(_SHAPE_READS):
@@ -265,7 +265,8 @@ def reroute_shape_reads(graph: fx.Graph, new_inputs: Sequence[fx.Node]) -> None:
         anchor = read
 
 
-def _downstream(nodes: Sequence[fx.Node]) -> set[fx.Node]:
+def downstream(nodes: Sequence[fx.Node]) -> set[fx.Node]:
+    """``nodes`` and every node that reads them, directly or not."""
     seen, todo = set(nodes), list(nodes)
     while todo:
         for user in todo.pop().users:
