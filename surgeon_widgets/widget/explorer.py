@@ -12,7 +12,6 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import anywidget
 import traitlets as t
 from matplotlib.figure import Figure
 from torch import nn
@@ -27,6 +26,7 @@ from .compiled import is_compiled, unwrap
 from .cut_panel import CutPanel
 from .errors import ErrorList
 from .figures import history_figure, static_png
+from .front_end import FrontEnd
 from .handover import Handover, messages_on_model_thread
 from .history import History, Record, Series
 from .kernel_comms import connect, main_loop_scheduler
@@ -38,7 +38,6 @@ from .transport import fit_budget, snapshot_message, stats_message
 __all__ = ["Explorer"]
 
 log = logging.getLogger("surgeon_widgets.explorer")
-STATIC = Path(__file__).resolve().parent.parent / "static"
 # Traits the browser changes whose observers touch the model: run on the model's thread.
 HANDED_OVER = frozenset(
     {"selected", "gradients", "max_rate", "show_nodes", "node_in", "node_out", "param_layers"}
@@ -56,7 +55,7 @@ META = (
 )
 
 
-class Explorer(CutPanel, anywidget.AnyWidget):
+class Explorer(CutPanel, FrontEnd):
     """Browse ``model``'s modules and watch live statistics of the layers you select.
 
     Every forward your own code runs updates the selected layers' histogram, mean, std,
@@ -101,21 +100,10 @@ class Explorer(CutPanel, anywidget.AnyWidget):
         >>> ex.close()
     """
 
-    _esm = STATIC / "explorer.js"
-    _css = STATIC / "explorer.css"
-
-    rows = t.List(t.Dict()).tag(sync=True)
-    shapes = t.Dict().tag(sync=True)
-    show_nodes = t.Bool(False).tag(sync=True)
-    nodes_error = t.Unicode("").tag(sync=True)
-    selected = t.List(t.Unicode()).tag(sync=True)
-    gradients = t.Bool(False).tag(sync=True)
     max_rate = t.Float(10.0).tag(sync=True)
-    hooks = t.List(t.Dict()).tag(sync=True)
     errors = t.List(t.Dict()).tag(sync=True)
     notes = t.List(t.Unicode()).tag(sync=True)
     replaced = t.Unicode("").tag(sync=True)
-    search = t.Unicode("").tag(sync=True)
     clicks = t.Unicode("").tag(sync=True)  # how clicks reach a running cell: see kernel_comms
     closed = t.Bool(False).tag(sync=True)
     param_layers = t.List(t.Unicode()).tag(sync=True)

@@ -28,7 +28,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import anywidget
 import ipywidgets
 import traitlets as t
 from matplotlib.figure import Figure
@@ -38,31 +37,20 @@ from ..engine.series import Series
 from ..record import Run, read_run
 from . import tree
 from .figures import history_figure, static_png
+from .front_end import FrontEnd
 from .history import Record
 from .transport import fit_budget, snapshot_message, stats_message
 
 __all__ = ["RunView"]
 
-STATIC = Path(__file__).resolve().parent.parent / "static"
 HISTORY = 256  # records per key sent to the view (the live Explorer keeps as many)
 
 
-class RunExplorerView(anywidget.AnyWidget):
+class RunExplorerView(FrontEnd):
     """The Explorer's front end with the traits it reads; fed by :class:`RunView`."""
 
-    _esm = STATIC / "explorer.js"
-    _css = STATIC / "explorer.css"
-
-    rows = t.List(t.Dict()).tag(sync=True)
-    shapes = t.Dict().tag(sync=True)
-    show_nodes = t.Bool(False).tag(sync=True)
-    nodes_error = t.Unicode("").tag(sync=True)
-    selected = t.List(t.Unicode()).tag(sync=True)
-    gradients = t.Bool(False).tag(sync=True)
     max_rate = t.Float(0.0).tag(sync=True)
-    hooks = t.List(t.Dict()).tag(sync=True)
     errors = t.List(t.Unicode()).tag(sync=True)
-    search = t.Unicode("").tag(sync=True)
     run = t.Dict().tag(sync=True)  # {layers: recorded}: the front end shows a run (PROTOCOL.md)
 
 
