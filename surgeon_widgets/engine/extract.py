@@ -14,6 +14,7 @@ from torch import fx, nn
 from torch.utils._pytree import tree_flatten
 
 from .calling import Binder, FixedArgumentError, Slot
+from .fixed_shapes import FixedShapes
 from .naming import NameSpec, normalize_spec
 from .surgery import auto_input_key, find_leaks, prune, replace_inputs, select_outputs
 from .tracing import NAME, ExampleInputs, Trace, trace
@@ -113,6 +114,9 @@ class Extract(fx.GraphModule):
         placeholders = [n for n in graph.nodes if n.op == "placeholder"]
         self._binder = Binder(traced.layout, [slots[n] for n in placeholders])
         self.note = traced.note
+        names = [slots[n].names[0] for n in placeholders]
+        shapes = FixedShapes.of(graph, names, traced.note)
+        self._shapes = shapes if traced.method == "export" and shapes.fixes_any else None
         if not share_modules:
             self._own_copies()
         self.training = model.training
@@ -133,6 +137,9 @@ class Extract(fx.GraphModule):
         binder = self.__dict__.get("_binder")
         if binder is not None:
             args, kwargs = tuple(binder.bind(args, kwargs)), {}
+        shapes = self.__dict__.get("_shapes")
+        if shapes is not None:
+            shapes.check(args)
         return super().__call__(*args, **kwargs)
 
     def _own_copies(self) -> None:
@@ -171,7 +178,7 @@ class Extract(fx.GraphModule):
         return copied
 
 
-_EXTRA = ("method", "_traced_training", "_mode_dependent", "_binder", "note")
+_EXTRA = ("method", "_traced_training", "_mode_dependent", "_binder", "note", "_shapes")
 
 
 def _extra_state(extract: Extract) -> dict[str, Any]:

@@ -23,8 +23,10 @@ from torch.utils._pytree import tree_flatten, tree_map
 from .calling import CallLayout
 from .guard import internal
 from .naming import Namer, UnknownNameError, base_name
+from .time_limit import TimeLimitExceeded, call_within
 
 __all__ = [
+    "DYNAMIC_TIME_LIMIT",
     "ExampleInputs",
     "Trace",
     "TracingError",
@@ -285,15 +287,31 @@ def _quiet_torch_logs() -> Iterator[None]:
 _NOISY_LOGGERS = ("torch.fx.experimental.symbolic_shapes", "torch._dynamo", "torch.export")
 
 
+DYNAMIC_TIME_LIMIT: float | None = 15.0
+"""Seconds a dynamic-shape torch.export may take before it is aborted and the model is traced
+with the example's static shapes instead (``None``: no limit). Read at each trace; a trace
+already cached is kept (:func:`clear_trace_cache` to trace again)."""
+
+
 def _export_trace(model: nn.Module, example_inputs: ExampleInputs) -> Trace:
+    """torch.export with the cheap dynamic dims (:func:`_cheap_dims`); past
+    :data:`DYNAMIC_TIME_LIMIT`, or if that fails, with the example's static shapes."""
     args, kwargs = _split_inputs(example_inputs)
+    limit = DYNAMIC_TIME_LIMIT
     note = ""
     with torch.no_grad(), _quiet_torch_logs():
         try:
             dynamic = _auto_dynamic(model, args, kwargs)
-            program = torch.export.export(model, args, kwargs, strict=False, dynamic_shapes=dynamic)
+            program = call_within(limit, lambda: _export(model, args, kwargs, dynamic))
+        except TimeLimitExceeded:
+            program = _export(model, args, kwargs, None)
+            note = (
+                f"traced with static shapes (a dynamic-shape trace took longer than "
+                f"{limit:g} s, tracing.DYNAMIC_TIME_LIMIT): the cut runs only on inputs of "
+                f"the example's shapes"
+            )
         except Exception as error:  # some models only export with the example's exact shapes
-            program = torch.export.export(model, args, kwargs, strict=False)
+            program = _export(model, args, kwargs, None)
             note = (
                 f"traced with static shapes (a dynamic-shape trace failed: "
                 f"{type(error).__name__}): the cut runs only on inputs of the example's shapes"
@@ -303,6 +321,20 @@ def _export_trace(model: nn.Module, example_inputs: ExampleInputs) -> Trace:
     outputs = _name_export_nodes(module)
     layout = CallLayout.for_export(model, args, kwargs)
     return Trace(module, module.graph, "export", model.training, outputs, layout, note)
+
+
+def _export(
+    model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], dynamic: Any
+) -> torch.export.ExportedProgram:
+    """``torch.export`` of aliases of the example tensors: export marks its inputs' dynamic
+    dimensions on the tensor objects and clears the marks only when it succeeds; left on the
+    user's tensors, they made every later "static" export of them dynamic (and slow)."""
+    args, kwargs = tree_map(_alias, (args, kwargs))
+    return torch.export.export(model, args, kwargs, strict=False, dynamic_shapes=dynamic)
+
+
+def _alias(value: Any) -> Any:
+    return value.detach() if isinstance(value, torch.Tensor) else value
 
 
 def _user_frame(error: BaseException) -> str:

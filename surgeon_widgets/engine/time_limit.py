@@ -1,0 +1,182 @@
+"""Run a call under a wall-clock limit, in the calling thread, and abort it past the limit.
+
+Used by :mod:`.tracing` to give up on a dynamic-shape ``torch.export`` that takes too long
+(a tiny Swin with symbolic heights and widths: 49 s, against 0.5-0.9 s with static shapes).
+
+Why in-process. A child process was the other choice, and costs more than most traces: spawn
+re-imports torch (and transformers) and unpickles the model, seconds on two cores, and the
+``ExportedProgram`` must then be bound back to the user's own parameters; fork is unsafe in a
+Jupyter kernel, which runs threads. A predictor alone is not a time limit.
+
+How. A timer thread raises :class:`TimeLimitExceeded` in the calling thread through CPython's
+``PyThreadState_SetAsyncExc``, so it works on any thread (a kernel subshell too) and leaves
+``SIGALRM`` to the user (pytest-timeout, their own alarms). It lands between two bytecodes: a
+long C++ call finishes first. It derives from ``BaseException``, so no ``except Exception`` in
+torch swallows it, and it is raised again every half second until the call has returned.
+
+What an abort leaves behind, measured (``benchmarks/bench_trace.py`` prints the ratio). Every
+``with`` and ``finally`` in torch unwinds; what torch.export does not undo on *any* exception
+is the dynamic-dimension markers it sets on the input tensors (``_dynamo_weak_dynamic_indices``
+and co., cleared only at the end of a successful export). The next "static" export of the same
+tensors then traced symbolic heights and widths again: 88-195 s instead of 0.5-0.9 s, the
+"process left slow" seen after a SIGALRM abort. :mod:`.tracing` therefore exports aliases of the
+example tensors. Besides, should the abort land inside a restore, :func:`call_within` puts back
+the process state a trace swaps (:class:`_ProcessState`).
+
+>>> call_within(5.0, lambda: 1 + 1)
+2
+>>> import time
+>>> call_within(0.05, lambda: time.sleep(0.01) or [time.sleep(0.01) for _ in range(100)])
+Traceback (most recent call last):
+...
+surgeon_widgets.engine.time_limit.TimeLimitExceeded: took longer than the time limit of 0.05 s
+"""
+
+from __future__ import annotations
+
+import builtins
+import ctypes
+import math
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import torch
+from torch.utils import _python_dispatch
+
+__all__ = ["TimeLimitExceeded", "call_within"]
+
+T = TypeVar("T")
+_INFRA_KEYS = tuple(torch._C._TorchDispatchModeKey.__members__.values())
+_RESEND = 0.5  # seconds between two raises, should torch swallow one
+
+
+class TimeLimitExceeded(BaseException):
+    """The call ran past its time limit and was aborted."""
+
+
+def call_within(seconds: float | None, call: Callable[[], T]) -> T:
+    """``call()``, aborted with :class:`TimeLimitExceeded` after ``seconds`` (``None``: no limit).
+
+    After an abort the process state a trace swaps is as before the call (see the module).
+    """
+    if seconds is None:
+        return call()
+    before = _ProcessState.capture()
+    watch = _Watch(threading.get_ident(), seconds)
+    try:
+        try:
+            return call()
+        finally:
+            _disarm(watch)
+    except TimeLimitExceeded:
+        before.restore()
+        raise TimeLimitExceeded(f"took longer than the time limit of {seconds:g} s") from None
+
+
+def _disarm(watch: _Watch) -> None:
+    """Stop the timer; a raise already sent may land in here, so retry until it is done."""
+    while True:
+        try:
+            watch.disarm()
+            return
+        except TimeLimitExceeded:
+            continue
+
+
+class _Watch:
+    """A daemon thread that raises :class:`TimeLimitExceeded` in ``thread`` after ``seconds``."""
+
+    def __init__(self, thread: int, seconds: float) -> None:
+        self._thread = thread
+        self._lock = threading.Lock()
+        self._armed = True
+        self._fired = False
+        self._done = threading.Event()
+        timer = threading.Thread(target=self._run, args=(max(seconds, 0.0),), daemon=True,
+                                 name="surgeon-widgets-time-limit")  # fmt: skip
+        timer.start()
+
+    def _run(self, seconds: float) -> None:
+        if self._done.wait(seconds):
+            return
+        while True:
+            with self._lock:
+                if not self._armed:
+                    return
+                self._fired = True
+                _raise_in(self._thread, TimeLimitExceeded)
+            if self._done.wait(_RESEND):
+                return
+
+    def disarm(self) -> None:
+        with self._lock:
+            self._armed = False
+            fired = self._fired
+        self._done.set()
+        if fired:  # a raise sent but not yet delivered must not land after the call
+            _raise_in(self._thread, None)
+
+
+def _raise_in(thread: int, exception: type[BaseException] | None) -> None:
+    set_async = ctypes.pythonapi.PyThreadState_SetAsyncExc
+    set_async(ctypes.c_ulong(thread), ctypes.py_object(exception) if exception else None)
+
+
+class _ProcessState:
+    """What a trace swaps for the process and must give back: ``builtins.min``/``max`` and
+    ``math.pow`` (non-strict export's overrides), the torch function and dispatch mode stacks,
+    grad mode, the tracing context, the recursion limit and the dynamo / export / fx configs."""
+
+    _CONFIGS = ("torch._dynamo.config", "torch._export.config", "torch.fx.experimental._config",
+                "torch._functorch.config")  # fmt: skip
+
+    def __init__(self) -> None:
+        self.functions = (builtins.min, builtins.max, math.pow)
+        self.function_modes = torch._C._len_torch_function_stack()
+        self.dispatch_modes = torch._C._len_torch_dispatch_stack()
+        self.infra_modes = {key: torch._C._get_dispatch_mode(key) for key in _INFRA_KEYS}
+        self.grad = torch.is_grad_enabled()
+        self.tracing_context = torch._guards.TracingContext.try_get()
+        self.recursion_limit = sys.getrecursionlimit()
+        self.configs = {
+            name: sys.modules[name].get_config_copy() for name in self._CONFIGS
+            if hasattr(sys.modules.get(name), "get_config_copy")
+        }  # fmt: skip
+
+    @classmethod
+    def capture(cls) -> _ProcessState:
+        return cls()
+
+    def differences(self) -> list[str]:
+        """What differs from now (empty: nothing), for tests and the benchmark."""
+        now = _ProcessState()
+        fields = ("functions", "function_modes", "dispatch_modes", "infra_modes", "grad",
+                  "tracing_context", "recursion_limit")  # fmt: skip
+        changed = [f for f in fields if getattr(self, f) != getattr(now, f)]
+        for name, config in self.configs.items():
+            other = now.configs.get(name, {})
+            changed += [f"{name}.{k}" for k, v in config.items() if other.get(k) != v]
+        return changed
+
+    def restore(self) -> None:
+        builtins.min, builtins.max, math.pow = self.functions
+        while torch._C._len_torch_function_stack() > self.function_modes:
+            torch._C._pop_torch_function_stack()
+        for key, mode in self.infra_modes.items():  # fake, proxy, functional: one slot each
+            if torch._C._get_dispatch_mode(key) is not mode:
+                torch._C._unset_dispatch_mode(key)
+                if mode is not None:
+                    torch._C._set_dispatch_mode(mode)
+        while torch._C._len_torch_dispatch_stack() > self.dispatch_modes:
+            _python_dispatch._pop_mode()
+        torch.set_grad_enabled(self.grad)
+        torch._guards._TLS.tracing_context = self.tracing_context
+        sys.setrecursionlimit(self.recursion_limit)
+        for name, config in self.configs.items():
+            module: Any = sys.modules[name]
+            now = module.get_config_copy()
+            for key, value in config.items():
+                if now.get(key) != value:
+                    setattr(module, key, value)
