@@ -52,6 +52,7 @@ class CutReport:
     params_kept     parameters the cut model keeps; ``params_total``: the model's
     nodes_kept      operations (module and function calls) it runs; ``nodes_total``: all
     method          ``"fx"`` or ``"export"``; ``None`` if the model could not be traced
+    note            the trace's note (why its shapes are static, see ``Extract.note``), or ""
     problems        human-readable reasons the cut is wrong (a leak is not one)
     ==============  ==========================================================================
     """
@@ -67,6 +68,7 @@ class CutReport:
     nodes_kept: int = 0
     nodes_total: int = 0
     method: str | None = None
+    note: str = ""
     problems: tuple[str, ...] = ()
 
     @property
@@ -116,6 +118,7 @@ def analyze_cut(
         "params_total": _param_count(_root(model_or_trace), None),
         "nodes_total": sum(n.op in _OPS for n in traced.graph.nodes),
         "method": traced.method,
+        "note": traced.note,
     }
     base = dataclasses.replace(base, **sizes)
     if problems:

@@ -39,6 +39,7 @@ import ctypes
 import math
 import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -50,6 +51,7 @@ __all__ = ["TimeLimitExceeded", "call_within"]
 T = TypeVar("T")
 _INFRA_KEYS = tuple(torch._C._TorchDispatchModeKey.__members__.values())
 _RESEND = 0.5  # seconds between two raises, should torch swallow one
+_POLL = 0.01  # how often the timer looks whether the call has returned
 
 
 class TimeLimitExceeded(BaseException):
@@ -67,56 +69,56 @@ def call_within(seconds: float | None, call: Callable[[], T]) -> T:
     watch = _Watch(threading.get_ident(), seconds)
     try:
         try:
+            watch.entered = True  # raising before this line would land outside the handlers
             return call()
         finally:
             _disarm(watch)
     except TimeLimitExceeded:
+        _disarm(watch)  # done before restoring: no raise may land in the restore
         before.restore()
         raise TimeLimitExceeded(f"took longer than the time limit of {seconds:g} s") from None
 
 
 def _disarm(watch: _Watch) -> None:
-    """Stop the timer; a raise already sent may land in here, so retry until it is done."""
+    """Stop the timer. The one raise it may have sent just before can land in here: retry."""
     while True:
         try:
             watch.disarm()
             return
         except TimeLimitExceeded:
-            continue
+            pass
 
 
 class _Watch:
-    """A daemon thread that raises :class:`TimeLimitExceeded` in ``thread`` after ``seconds``."""
+    """A daemon thread that raises :class:`TimeLimitExceeded` in ``thread`` after ``seconds``.
+
+    The watched thread only stores a flag, joins the timer (``Thread.join`` survives an
+    exception landing in it, bpo-45274) and drops a pending raise: no lock or event that an
+    exception landing mid-way could leave held.
+    """
 
     def __init__(self, thread: int, seconds: float) -> None:
         self._thread = thread
-        self._lock = threading.Lock()
         self._armed = True
-        self._fired = False
-        self._done = threading.Event()
-        timer = threading.Thread(target=self._run, args=(max(seconds, 0.0),), daemon=True,
-                                 name="surgeon-widgets-time-limit")  # fmt: skip
-        timer.start()
+        self.entered = False
+        self._deadline = time.monotonic() + max(seconds, 0.0)
+        self._timer = threading.Thread(target=self._run, daemon=True,
+                                       name="surgeon-widgets-time-limit")  # fmt: skip
+        self._timer.start()
 
-    def _run(self, seconds: float) -> None:
-        if self._done.wait(seconds):
-            return
-        while True:
-            with self._lock:
-                if not self._armed:
-                    return
-                self._fired = True
-                _raise_in(self._thread, TimeLimitExceeded)
-            if self._done.wait(_RESEND):
-                return
+    def _run(self) -> None:
+        while self._armed and (not self.entered or time.monotonic() < self._deadline):
+            time.sleep(min(_POLL, max(self._deadline - time.monotonic(), 0.0)) or _POLL)
+        while self._armed:
+            _raise_in(self._thread, TimeLimitExceeded)
+            resend = time.monotonic() + _RESEND
+            while self._armed and time.monotonic() < resend:
+                time.sleep(_POLL)
 
     def disarm(self) -> None:
-        with self._lock:
-            self._armed = False
-            fired = self._fired
-        self._done.set()
-        if fired:  # a raise sent but not yet delivered must not land after the call
-            _raise_in(self._thread, None)
+        self._armed = False
+        self._timer.join()  # from here on the timer sends nothing
+        _raise_in(self._thread, None)  # drop a raise sent but not yet delivered
 
 
 def _raise_in(thread: int, exception: type[BaseException] | None) -> None:

@@ -98,6 +98,12 @@ def exercise(page) -> int:
     )
     assert page.inner_text(".sw-cut-problems") == "'a' is both"
     assert page.locator(".sw-cut-fix").is_hidden()
+    assert page.locator(".sw-cut-note").count() == 0  # the trace has no note
+
+    # a static-shape trace: its note is shown
+    static = "traced with static shapes (a dynamic-shape trace took longer than 15 s)"
+    page.evaluate("(r) => window.harness.model().set('cut_report', r)", {**LEAKY, "note": static})
+    assert page.inner_text(".sw-cut-note") == f"Note: {static}"
 
     # no JupyterLab app in this page: ask the kernel, which says insertion cannot work here
     page.click(".sw-insert")

@@ -109,6 +109,7 @@ def fill(page):
         "outputs": ["head"], "leaks": {"x": ["encoder.layers.0.mlp"]}, "fix": ["mlp"],
         "params_kept": 10, "params_total": 20, "nodes_kept": 3, "nodes_total": 5,
         "method": "fx", "problems": ["a problem"], "valid": False,
+        "note": "traced with static shapes: the cut runs only on inputs of the example's shapes",
     }  # fmt: skip
     page.evaluate(
         "([r, c]) => { const m = window.harness.model(); m.set('cut_report', r); "

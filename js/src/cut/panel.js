@@ -117,6 +117,7 @@ export class CutPanel {
             + `${r.nodes_kept} of ${r.nodes_total} operations (${r.method})`,
         }));
       }
+      if (r.note) lines.push(h("div", { class: "sw-cut-note", text: `Note: ${r.note}` }));
     }
     this.summary.replaceChildren(...lines);
     const problems = /** @type {string[]} */ (marked ? r.problems ?? [] : []);
