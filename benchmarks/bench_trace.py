@@ -12,6 +12,14 @@ For BERT, GPT-2, ViT and Swin configs (random weights) and torchvision's ResNet-
   ``submodel()``) were each called once, from a cold cache. Target: 1; 2 under torch.fx,
   where Extract's train/eval check traces the other mode once (that trace is cached too).
 
+Then the time limit (``tracing.DYNAMIC_TIME_LIMIT``), on Swin with symbolic heights and
+widths (the slow dynamic export: 49 s even at the quick size): the dynamic attempt is aborted
+at the limit and the static trace used. A static export of the same inputs is timed before and
+after the abort (target: CPU-time ratio after / before <= 1.5; when torch.export's dynamic
+markers stayed on the input tensors it took 64-195 s after an abort, against 0.5-0.9 s), and a
+raw ``torch.export`` aborted the same way shows the markers it leaves on its input (the cause;
+``tracing`` exports aliases of the example tensors, so the user's stay clean).
+
 Wall-clock seconds (one run each: traces are seconds long, noise is small against them).
 
     python benchmarks/bench_trace.py           # BERT-base, GPT-2 small, ViT-B/16, Swin-T
@@ -21,6 +29,7 @@ Wall-clock seconds (one run each: traces are seconds long, noise is small agains
 from __future__ import annotations
 
 import argparse
+import contextlib
 import time
 import warnings
 from collections.abc import Callable
@@ -33,6 +42,7 @@ import transformers
 from surgeon_widgets import Extract, get_nodes
 from surgeon_widgets.engine import tracing
 from surgeon_widgets.engine.cut import analyze_cut, suggest_fix
+from surgeon_widgets.engine.time_limit import TimeLimitExceeded, _ProcessState, call_within
 from surgeon_widgets.widget.tree import node_rows
 
 
@@ -121,6 +131,49 @@ def measure(model: torch.nn.Module, inputs: Any) -> tuple[str, float, float, flo
     return fx_text, static, first, cached, traced
 
 
+def static_export(model: torch.nn.Module, inputs: dict[str, Any]) -> tuple[float, float]:
+    """Wall-clock and CPU seconds (this process's, all threads: the ratio holds on a busy
+    machine, where the wall clock measures the neighbours)."""
+    cpu = time.process_time()
+    with torch.no_grad():
+        took, _ = seconds(lambda: tracing._export(model, (), inputs, None))
+    return took, time.process_time() - cpu
+
+
+def time_limit_case(quick: bool) -> None:
+    """Swin, every input dimension dynamic, under a limit: aborted, static used, not slowed."""
+    model, inputs, *_ = models(quick)["swin"]()
+    model.eval()
+    limit = 2.0 if quick else 10.0
+    static_export(model, inputs)  # warm
+    before = min(static_export(model, inputs) for _ in range(2))
+    state = _ProcessState.capture()
+    cheap, tracing._cheap_dims = tracing._cheap_dims, lambda value: list(range(value.dim()))
+    saved, tracing.DYNAMIC_TIME_LIMIT = tracing.DYNAMIC_TIME_LIMIT, limit
+    try:
+        tracing.clear_trace_cache(model)
+        took, traced = seconds(lambda: tracing.trace(model, example_inputs=inputs))
+    finally:
+        tracing._cheap_dims, tracing.DYNAMIC_TIME_LIMIT = cheap, saved
+    after = min(static_export(model, inputs) for _ in range(2))
+    left = state.differences()
+    print(f"\ntime limit: swin, dynamic H/W, DYNAMIC_TIME_LIMIT={limit:g} s")
+    print(f"  trace: {took:.2f} s ({getattr(traced, 'note', traced)})")
+    ratio = after[1] / before[1]
+    print(f"  static export before the abort {before[0]:.2f} s (CPU {before[1]:.2f} s), after "
+          f"{after[0]:.2f} s (CPU {after[1]:.2f} s): CPU ratio {ratio:.2f}; "
+          f"process state changed: {left or 'nothing'}")  # fmt: skip
+    if ratio > 1.5 or left:
+        print("  target missed: a trace after an abort must be as fast as before it")
+    pixels = inputs["pixel_values"].clone()  # the cause, shown on a raw torch.export
+    dims = {"pixel_values": dict.fromkeys(range(4), torch.export.Dim.AUTO)}
+    with torch.no_grad(), tracing._quiet_torch_logs(), contextlib.suppress(TimeLimitExceeded):
+        call_within(1.0, lambda: torch.export.export(
+            model, (), {"pixel_values": pixels}, strict=False, dynamic_shapes=dims))
+    marks = sorted(k for k in vars(pixels) if k.startswith("_dynamo"))
+    print(f"  a raw torch.export aborted after 1 s leaves on its input: {marks or 'nothing'}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
@@ -140,6 +193,7 @@ def main() -> None:
         target = 2 if method == "fx" else 1
         if count != target:
             print(f"  target missed: {name} traced {count} times (target {target})")
+    time_limit_case(args.quick)
 
 
 if __name__ == "__main__":

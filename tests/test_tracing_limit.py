@@ -109,21 +109,21 @@ def test_an_aborted_dynamic_trace_does_not_slow_later_traces(limit, monkeypatch)
     model, pixels = tiny_swin(), torch.rand(1, 3, 64, 64)
     inputs = {"pixel_values": pixels}
 
-    def static_export() -> float:
-        started = time.perf_counter()
+    def static_export() -> float:  # CPU seconds: a busy machine does not change them much
+        started = time.process_time()
         with torch.no_grad():
             tracing._export(model, (), inputs, None)
-        return time.perf_counter() - started
+        return time.process_time() - started
 
     static_export()  # warm-up: the first export of a process pays for imports and caches
     before = min(static_export(), static_export())
     monkeypatch.setattr(tracing, "_cheap_dims", lambda value: list(range(value.dim())))
     limit(1.0)
-    started = time.perf_counter()
+    started = time.process_time()
     traced = tracing.trace(model, example_inputs=inputs)
-    took = time.perf_counter() - started
+    took = time.process_time() - started
     assert "took longer than 1 s" in traced.note and static_graph(traced)
-    assert took < 1.0 + 10 * before + 5  # aborted, then one static trace (not a minute)
+    assert took < 2 + 3 * before + 2  # aborted, then one static trace (not a minute)
     assert markers(pixels) == []
     after = min(static_export(), static_export())
     assert after < 3 * before + 0.5, f"static export {before:.2f} s before, {after:.2f} s after"
