@@ -355,7 +355,9 @@ def trace(
     concrete_args: dict[str, Any] | None = None,
     example_inputs: ExampleInputs = None,
 ) -> Trace:
-    """Trace ``model`` with torch.fx, or (if that fails) torch.export with ``example_inputs``.
+    """Trace ``model`` with torch.fx, or (if that fails) torch.export with ``example_inputs``:
+    dynamic where cheap (:func:`_cheap_dims`), static if that fails or takes longer than
+    :data:`DYNAMIC_TIME_LIMIT` (``Trace.note`` says why).
 
     One trace per (model, tracer, input signature) is kept on the model and shared by every
     caller (get_nodes, the widget, analyze_cut, Extract); it is traced again when the model's
