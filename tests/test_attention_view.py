@@ -148,12 +148,15 @@ def test_throttle_skips_recording_when_not_due(tiny):
 def test_hooks_removed_on_deselect_and_close(tiny):
     view, _ = _view(tiny)
     view.sync(["attn", "head"])  # "head" is no attention layer: ignored
-    assert view.attached == ["attn"] and len(live_hooks()) == 2
+    assert view.attached == ["attn"]
+    assert live_hooks() == [("Explorer attention", "eager_forward", "attn")]
+    assert tiny.attn.forward.__class__.__name__ == "EagerForward"
     view.sync([])
     assert live_hooks() == [] and view.latest("attn") is None
+    assert "forward" not in tiny.attn.__dict__  # the class's own forward again
     view.sync(["attn"])
     view.close()
-    assert live_hooks() == []
+    assert live_hooks() == [] and "forward" not in tiny.attn.__dict__
     assert torch._C._len_torch_function_stack() == 0
 
 
@@ -331,7 +334,7 @@ def test_explorer_set_tokens_and_attention_figure(explorer, tiny):
 def test_explorer_removes_attention_hooks_on_deselect_and_close(explorer, tiny):
     ex = explorer(tiny, max_rate=0)
     ex.select(["attn"])
-    assert ("Explorer attention", "forward", "attn") in live_hooks()
+    assert ("Explorer attention", "eager_forward", "attn") in live_hooks()
     ex.select(["head"])
     assert all(owner != "Explorer attention" for owner, _, _ in live_hooks())
     assert {"name": "attn", "kind": "attention"} not in ex.hooks

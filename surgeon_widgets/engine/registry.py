@@ -41,7 +41,7 @@ class HookRecord:
 
     kind: str
     name: str
-    handle: RemovableHandle
+    handle: Any  # a RemovableHandle, or anything else with .remove() (see add)
 
 
 class HookRegistry:
@@ -57,7 +57,7 @@ class HookRegistry:
         self._lock = threading.Lock()
         _LIVE.add(self)
 
-    def _add(self, kind: str, name: str, handle: RemovableHandle) -> RemovableHandle:
+    def _add(self, kind: str, name: str, handle: Any) -> Any:
         with self._lock:
             self._records.append(HookRecord(kind, name, handle))
         return handle
@@ -91,6 +91,10 @@ class HookRegistry:
     ) -> RemovableHandle:
         """Register ``fn(param)`` on a leaf tensor; it runs once ``backward()`` set ``.grad``."""
         return self._add("grad", name, tensor.register_post_accumulate_grad_hook(fn))
+
+    def add(self, kind: str, name: str, handle: Any) -> Any:
+        """Own ``handle`` (anything with ``.remove()``, e.g. a forward wrapper) like a hook."""
+        return self._add(kind, name, handle)
 
     def remove(self, name: str | None = None) -> int:
         """Remove every hook (or only those attached to ``name``); return how many."""

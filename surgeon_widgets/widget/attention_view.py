@@ -46,6 +46,7 @@ from ..engine.attention import _fast_path_owners, attention_layers, reduce_patte
 from ..engine.attention_intercept import AttentionRecorder, PassThroughMode
 from ..engine.registry import HookRegistry
 from .attention_tokens import Tokens, tokens_for
+from .compiled import run_eagerly
 
 __all__ = ["BUDGET", "MIN_HEAD_SIZE", "AttentionView", "attention_message"]
 
@@ -65,6 +66,7 @@ def attention_message(
     tokens: Tokens | None = None,
     max_size: int = 256,
     budget: int = BUDGET,
+    training: bool | None = None,
 ) -> Message:
     """``{type: "attention", items}`` + buffers for one layer's ``[batch, heads, q, k]`` pattern.
 
@@ -72,7 +74,8 @@ def attention_message(
     batch item ``batch``. Heads share what the mean leaves of ``budget`` bytes, so they may be
     pooled further (never below ``MIN_HEAD_SIZE`` a side). Unpooled maps also travel as float32
     (``exact``) when everything still fits ``budget``. Token labels ride on the mean item only
-    (``tokens_q`` / ``tokens_k``, when their length fits the axis).
+    (``tokens_q`` / ``tokens_k``, when their length fits the axis). ``training``: the model's
+    mode in that forward, on every item when known.
     """
     n_batch, n_heads, n_q, n_k = pattern.shape
     if not 0 <= batch < n_batch:
@@ -99,6 +102,8 @@ def attention_message(
             "lo": 0.0, "hi": float(scales[i]) * 255.0 if values[i].any() else 0.0,
             "buffer": len(buffers),
         }  # fmt: skip
+        if training is not None:
+            item["training"] = training
         buffers.append(values[i].numpy().tobytes())
         if exact is not None:
             item["exact"] = {"buffer": len(buffers), "dtype": "float32", "shape": [n_q, n_k]}
@@ -125,6 +130,8 @@ class AttentionView:
             expensive ones (recording a 4,096-token pattern takes seconds on a CPU).
         max_size: side limit of the maps sent to the browser.
         on_failure: called with ``(layer, "attention", error)`` instead of ``on_error``.
+        training: ``training() -> bool``, the model's mode in the current forward (the
+            Explorer's step clock); each map then says train or eval.
     """
 
     def __init__(
@@ -136,8 +143,10 @@ class AttentionView:
         max_size: int = 256,
         cost: Callable[[str, float], None] | None = None,
         on_failure: Callable[[str, str, BaseException], None] | None = None,
+        training: Callable[[], bool] | None = None,
     ) -> None:
         self.model = model
+        self.training = training
         self.on_failure = on_failure
         self.send = send
         self.on_error = on_error
@@ -151,6 +160,7 @@ class AttentionView:
         self._attached: list[str] = []
         self._latest: dict[str, torch.Tensor] = {}
         self._steps: dict[str, int] = {}
+        self._modes: dict[str, bool] = {}
         self._batch: dict[str, int] = {}
         # torch function modes are per thread: so are the stacks of the modes we pushed
         self._recording: dict[tuple[str, int], list[tuple[Any, list[Any]]]] = {}
@@ -180,11 +190,12 @@ class AttentionView:
         for name in wanted:
             if name not in self._attached:
                 module = self.model.get_submodule(name)
-                self.registry.forward_pre(module, _start(me, name, module), name=name)
-                self.registry.forward(module, _stop(me, name), name=name, always_call=True)
+                self.registry.add("eager_forward", name, run_eagerly(module, _around(me, name)))
                 for owner in _fast_path_owners(self.model, name):
                     self.registry.forward_pre(owner, _pass_start(me, name, owner), name=name)
                     self.registry.forward(owner, _pass_stop(me, name), name=name, always_call=True)
+                for owner in _fused_layers(self.model, name):
+                    self.registry.forward_pre(owner, _keep_off_fused_path, name=name)
         self._attached = wanted
 
     def latest(self, layer: str) -> torch.Tensor | None:
@@ -216,8 +227,9 @@ class AttentionView:
                 continue
             batch = min(self._batch.get(layer, 0), pattern.shape[0] - 1)
             content, bufs = attention_message(
-                layer, pattern, batch, self._steps.get(layer, 0), self.tokens, self.max_size
-            )
+                layer, pattern, batch, self._steps.get(layer, 0), self.tokens, self.max_size,
+                training=self._modes.get(layer),
+            )  # fmt: skip
             for item in content["items"]:
                 item["buffer"] += len(buffers)
                 if "exact" in item:
@@ -259,25 +271,23 @@ class AttentionView:
     # -- inside the model's forward ---------------------------------------------------------
 
     def _forget(self, name: str) -> None:
-        for key in (self._latest, self._steps, self._batch):
+        for key in (self._latest, self._steps, self._batch, self._modes):
             key.pop(name, None)
 
-    def _begin(self, name: str) -> None:
+    def _begin(self, name: str) -> tuple[AttentionRecorder, list[Any]] | None:
         due, step = self.due(name)
         if not due:
-            return
+            return None
         sink: list[Any] = []
         mode = AttentionRecorder(sink)
         mode.__enter__()
-        self._recording.setdefault(_key(name), []).append((mode, sink))
         self._steps[name] = step
+        if self.training is not None:
+            self._modes[name] = self.training()
         self._started[name] = time.perf_counter()
+        return mode, sink
 
-    def _end(self, name: str) -> None:
-        stack = self._recording.get(_key(name))
-        if not stack:
-            return
-        mode, sink = stack.pop()
+    def _end(self, name: str, mode: AttentionRecorder, sink: list[Any]) -> None:
         mode.__exit__(None, None, None)
         if not sink:
             if name not in self._warned:
@@ -299,30 +309,44 @@ def _key(name: str) -> tuple[str, int]:
 
 
 def _skip(hooked: nn.Module, target: weakref.ref[nn.Module], args: Any) -> bool:
-    """Return at once: a copy of the module (``Extract``), a trace, our own forward, or
-    ``torch.compile`` (the recorder is a torch function mode, which a compiled graph cannot take
-    on between ops; attention maps are recorded in eager forwards only)."""
+    """Return at once: a copy of the module (``Extract``), a trace, our own forward, or a
+    compiled region (where the attention module itself runs eagerly, see :func:`_around`)."""
     return hooked is not target() or torch.compiler.is_compiling() or guard.inert(args)
 
 
-def _start(me: weakref.ref[AttentionView], name: str, module: nn.Module):
-    target = weakref.ref(module)
+def _around(me: weakref.ref[AttentionView], name: str):
+    """The selected attention module's forward, with the recorder active while it is due.
 
-    def hook(hooked: nn.Module, args: Any) -> None:
+    Set by :func:`~.compiled.run_eagerly`, so under ``torch.compile`` this runs eagerly (one
+    graph break at the module) and the recorder sees the real attention calls."""
+
+    def around(forward: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         view = me()
-        if view is not None and not _skip(hooked, target, args):
-            _guard(view, name, view._begin)
+        if view is None or guard.inert(args, kwargs):
+            return forward(*args, **kwargs)
+        recording = _guard(view, name, view._begin)
+        if recording is None:
+            return forward(*args, **kwargs)
+        try:
+            output = forward(*args, **kwargs)
+        except BaseException:
+            recording[0].__exit__(None, None, None)  # the user's error goes on, unrecorded
+            raise
+        _guard(view, name, lambda n: view._end(n, *recording))
+        return output
 
-    return hook
+    return around
 
 
-def _stop(me: weakref.ref[AttentionView], name: str):
-    def hook(_module: nn.Module, _args: Any, _output: Any) -> None:
-        view = me()
-        if view is not None:
-            _guard(view, name, view._end)
+def _keep_off_fused_path(_module: nn.Module, _args: Any) -> None:
+    """Does nothing: ``nn.TransformerEncoderLayer`` skips its fused kernel (which never calls
+    ``self_attn``) while any module in it has a hook."""
 
-    return hook
+
+def _fused_layers(model: nn.Module, name: str) -> list[nn.Module]:
+    parts = name.split(".")
+    owners = [model.get_submodule(".".join(parts[:i])) for i in range(len(parts))]
+    return [m for m in owners if isinstance(m, nn.TransformerEncoderLayer)]
 
 
 def _pass_start(me: weakref.ref[AttentionView], name: str, owner: nn.Module):
@@ -341,6 +365,8 @@ def _pass_start(me: weakref.ref[AttentionView], name: str, owner: nn.Module):
 
 def _pass_stop(me: weakref.ref[AttentionView], name: str):
     def hook(_module: nn.Module, _args: Any, _output: Any) -> None:
+        if torch.compiler.is_compiling():  # traced into nothing (its start hook was skipped)
+            return
         view = me()
         stack = view._recording.get(_key(f"{name} (owner)")) if view is not None else None
         if stack:
@@ -349,9 +375,9 @@ def _pass_stop(me: weakref.ref[AttentionView], name: str):
     return hook
 
 
-def _guard(view: AttentionView, name: str, step: Callable[[str], None]) -> None:
+def _guard(view: AttentionView, name: str, step: Callable[[str], Any]) -> Any:
     try:
-        step(name)
+        return step(name)
     except Exception as error:  # never break the user's forward
         try:
             if view.on_failure is not None:
@@ -361,3 +387,4 @@ def _guard(view: AttentionView, name: str, step: Callable[[str], None]) -> None:
             view.on_error(f"{name} (attention): {type(error).__name__}: {error}")
         except Exception:
             log.exception("Explorer on_error failed")
+    return None

@@ -6,22 +6,47 @@ Explorer shows, hooks and traces :func:`unwrap` (the model's own names). A hook 
 through ``torch.compiler.disable``, so the reduction runs eagerly on real tensors and never
 enters (or breaks up more than once) the user's graph. Under ``torch.export`` it returns at once.
 
+A hook cannot take a module's own forward out of a compiled graph; the attention view needs
+that (its recorder is a torch function mode, which must be active while the layer's ops run).
+:func:`run_eagerly` puts a wrapper in the module's ``forward`` for as long as the returned
+handle lives (it goes through :meth:`HookRegistry.add`, so ``live_hooks()`` lists it and every
+removal path undoes it). Eager forwards call ``around(forward, *args, **kwargs)``; compiled
+ones call it through ``torch.compiler.disable`` (a graph break at that module: dynamo splits
+the graph of each frame around the call, so ``torch._dynamo.explain`` counts one break per
+enclosing module); under ``torch.export`` or in a copy of the module, the forward runs as is.
+Installing and removing it recompiles; with it removed, dynamo's graph without the break is
+used again. This is the one place the package sets a module's ``forward``.
+
 >>> import torch
 >>> from torch import nn
 >>> model = nn.Linear(2, 2)
 >>> unwrap(torch.compile(model)) is model, is_compiled(model)
 (True, False)
+>>> seen = []
+>>> def around(forward, *args, **kwargs):
+...     seen.append("before")
+...     return forward(*args, **kwargs)
+>>> handle = run_eagerly(model, around)
+>>> _ = model(torch.ones(1, 2)); _ = torch.compile(model)(torch.ones(1, 2))
+>>> seen
+['before', 'before']
+>>> handle.remove()
+>>> "forward" in model.__dict__, compiled_parts(model)
+(False, [])
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import nn
 
-__all__ = ["compile_safe", "is_compiled", "unwrap"]
+__all__ = [
+    "EagerForward", "compile_safe", "compiled_parts", "is_compiled", "run_eagerly", "unwrap",
+]  # fmt: skip
 
 
 def is_compiled(model: nn.Module) -> bool:
@@ -34,6 +59,13 @@ def unwrap(model: nn.Module) -> nn.Module:
     while is_compiled(model):
         model = model._orig_mod
     return model
+
+
+def compiled_parts(model: nn.Module) -> list[str]:
+    """Names of the submodules compiled in place (``block.compile()``), outermost first."""
+    found = [n for n, m in model.named_modules() if getattr(m, "_compiled_call_impl", None)]
+    inside = {n for n in found for o in found if o != n and (o == "" or n.startswith(o + "."))}
+    return [n for n in found if n not in inside]
 
 
 def compile_safe(observe: Callable[..., None]) -> Callable[..., None]:
@@ -49,3 +81,63 @@ def compile_safe(observe: Callable[..., None]) -> Callable[..., None]:
         return None
 
     return hook
+
+
+Around = Callable[..., Any]  # around(forward, *args, **kwargs) -> the forward's output
+
+
+def run_eagerly(module: nn.Module, around: Around) -> EagerForward:
+    """Call ``around(forward, *args, **kwargs)`` for each call of ``module``, eagerly even
+    inside compiled code; ``.remove()`` on the returned handle puts the forward back."""
+    return EagerForward(module, around)
+
+
+class EagerForward:
+    """The wrapper :func:`run_eagerly` sets as ``module.forward`` (see the module docstring).
+
+    A copy (``copy.deepcopy``, ``Extract``) or a pickle of the module gets its plain forward.
+    """
+
+    def __init__(self, module: nn.Module, around: Around) -> None:
+        self._module = weakref.ref(module)  # the module holds us: no reference cycle
+        self._own = module.__dict__.get("forward")  # a forward set on the instance before us
+        self._around = around
+        module.forward = self
+
+    def _forward(self) -> Callable[..., Any]:
+        module = self._module()
+        if module is None:
+            raise RuntimeError("the module of this forward wrapper is gone")
+        return self._own if self._own is not None else type(module).forward.__get__(module)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if torch.compiler.is_compiling():
+            if torch.compiler.is_exporting():
+                return self._forward()(*args, **kwargs)
+            return self._eager(*args, **kwargs)
+        return self._run(*args, **kwargs)
+
+    def _run(self, *args: Any, **kwargs: Any) -> Any:
+        return self._around(self._forward(), *args, **kwargs)
+
+    # Looks the forward up itself: across a graph break dynamo would rebuild a bound forward
+    # found before the break as ``module.forward``, which is this wrapper.
+    _eager = torch.compiler.disable(_run)
+
+    def remove(self) -> None:
+        """Put the module's forward back (only if nobody replaced this wrapper since)."""
+        module = self._module()
+        if module is None or module.__dict__.get("forward") is not self:
+            return
+        if self._own is None:
+            del module.forward
+        else:
+            module.forward = self._own
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        return _plain_forward, (self._module(), self._own)
+
+
+def _plain_forward(module: nn.Module, own: Any) -> Any:
+    """What a copy or a pickle of a wrapped module gets as its ``forward``."""
+    return own if own is not None else type(module).forward.__get__(module)

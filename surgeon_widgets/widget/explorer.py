@@ -22,7 +22,7 @@ from . import ownership, tree
 from .attention_figure import attention_figure
 from .attention_tokens import normalize_tokens
 from .attention_view import AttentionView
-from .compiled import is_compiled, unwrap
+from .compiled import compiled_parts, is_compiled, unwrap
 from .cut_panel import CutPanel
 from .errors import ErrorList
 from .figures import history_figure, static_png
@@ -46,8 +46,9 @@ REPLACED = (
     "Replaced by a newer Explorer on this model: this one removed its hooks and stays frozen."
 )
 COMPILED = (
-    "torch.compile: layers record through torch.compiler.disable (one graph break each); "
-    "changing the selection recompiles the model. Attention maps need an eager forward."
+    "torch.compile: selected layers record through torch.compiler.disable, and selected "
+    "attention layers run eagerly so that their maps can be recorded: a graph break at each; "
+    "changing the selection recompiles the model (deselected, the graph is whole again)."
 )
 META = (
     "meta tensors have no values: the model is on the meta device, so selected layers get no "
@@ -155,11 +156,12 @@ class Explorer(CutPanel, FrontEnd):
             lambda name: self._live.due((name, "attention")),
             cost=self._attention_cost,
             on_failure=self._errors.hook_failed,
+            training=lambda: self._clock.training,
         )
         # params=True: every selected layer also shows its own weights (param_layers per layer)
         self._params_all = params
         self._params = ParamWatch(model, self._on_records, self._on_error, self._live.due)
-        notes = [COMPILED] if is_compiled(self._watched) else []
+        notes = [COMPILED] if is_compiled(self._watched) or compiled_parts(model) else []
         super().__init__(
             rows=self._module_rows, gradients=gradients, max_rate=max_rate, notes=notes
         )
@@ -356,6 +358,8 @@ class Explorer(CutPanel, FrontEnd):
                 self._on_error(_node_message(name, self._layer_set))
             else:
                 self._on_error(f"unknown layer {name!r} selected; it was ignored")
+        if modules and COMPILED not in self.notes and compiled_parts(self._model):
+            self.notes = [*self.notes, COMPILED]  # blocks compiled after the Explorer was made
         if modules:
             self._clock.attach()
         else:

@@ -3,7 +3,7 @@
 
 import { cssVar, Disposer, h } from "../dom.js";
 import { mapScale, paintLabels, paintLegendBar, paintMap } from "./draw.js";
-import { num } from "../histogram/format.js";
+import { modeText, num } from "../histogram/format.js";
 import { inModelOrder } from "../model_order.js";
 import { cellAt, readout, rowReadout } from "./readout.js";
 
@@ -224,7 +224,7 @@ export class AttentionPanels {
     const labelled = entry.tokensQ?.length === m.rows || entry.tokensK?.length === m.cols;
     p.el.querySelector(".sw-att-body")?.classList.toggle("sw-att-unlabelled", !labelled);
     const pooled = m.rows !== m.fullRows || m.cols !== m.fullCols;
-    p.title.textContent = `${layer} · attention ${m.fullRows}×${m.fullCols}${pooled ? ` (shown ${m.rows}×${m.cols})` : ""} · step ${entry.step}`;
+    p.title.textContent = `${layer} · attention ${m.fullRows}×${m.fullCols}${pooled ? ` (shown ${m.rows}×${m.cols})` : ""} · step ${entry.step}${modeText(entry)}`;
     this.paintReadout(layer);
   }
 

@@ -10,7 +10,8 @@ import { decode } from "../codec.js";
  * @typedef {{
  *   layer: string, head: number | "mean", batch: number, batches?: number, heads?: number,
  *   step?: number, shape: number[], full_shape?: number[], lo: number, hi: number,
- *   buffer: number, dtype?: string, exact?: BinaryRef, tokens_q?: string[], tokens_k?: string[]
+ *   buffer: number, dtype?: string, exact?: BinaryRef, tokens_q?: string[], tokens_k?: string[],
+ *   training?: boolean
  * }} WireMap
  */
 
@@ -26,7 +27,8 @@ import { decode } from "../codec.js";
  * Everything shown for one layer: the maps of one batch item, by head key ("mean", "0", ...).
  * @typedef {{
  *   layer: string, batch: number, batches: number, heads: number, step: number,
- *   maps: Map<string, AttentionMap>, tokensQ: string[] | null, tokensK: string[] | null
+ *   training?: boolean, maps: Map<string, AttentionMap>, tokensQ: string[] | null,
+ *   tokensK: string[] | null
  * }} LayerMaps
  */
 
@@ -75,7 +77,7 @@ export class AttentionStore {
       if (!entry || !touched.has(w.layer)) {
         entry = {
           layer: w.layer, batch: w.batch, batches: w.batches ?? 1, heads: w.heads ?? 0, step,
-          maps: new Map(), tokensQ: entry?.tokensQ ?? null, tokensK: entry?.tokensK ?? null,
+          training: w.training, maps: new Map(), tokensQ: entry?.tokensQ ?? null, tokensK: entry?.tokensK ?? null,
         };
         this.layers.set(w.layer, entry);
         touched.add(w.layer);
