@@ -227,3 +227,24 @@ def test_blocks_compiled_after_the_explorer_get_the_note(explorer):
     assert compiled_parts(model) == ["layers.1"]
     ex.select(["layers.1.self_attn"])
     assert COMPILED in ex.notes
+
+
+def test_blocks_compiled_and_run_before_the_explorer_still_report(explorer):
+    """dynamo's code from before the Explorer has no guards on hooks: the clock drops it."""
+    torch._dynamo.reset()
+    model, inputs = _bert()
+    model.eval()
+    _compile(model, "blocks")
+    with torch.no_grad():
+        model(**inputs)  # compiled with dynamo's default: hooks not guarded
+    layer = attention_layers(model)[0]  # in the first block; a plain layer of the last one:
+    (blocks,) = [n for n, m in model.named_modules() if isinstance(m, nn.ModuleList)]
+    last = model.get_submodule(blocks)[-1]
+    dense = [n for n, m in model.named_modules() if m in set(last.modules())][-1]
+    ex = explorer(model, selected=[dense], max_rate=0)
+    with torch.no_grad():
+        model(**inputs)
+        ex.select([dense, layer])
+        model(**inputs)
+    assert ex.stats(dense)[f"{dense}/output"].steps == [0, 1]
+    assert [m["step"] for m in _maps(ex, layer)] == [1]

@@ -11,7 +11,8 @@ region, so it costs no graph break. A clock switches dynamo's hook guards on for
 (``torch._dynamo.config.skip_nnmodule_hook_guards = False``; dynamo's default skips them and
 then runs whichever hooks a module had when it was first compiled, for every module of that
 class), so adding or removing a layer's hook recompiles instead of being silently ignored.
-Given a compiled wrapper, it also drops dynamo's code compiled before (``torch.compiler.reset``).
+Given a compiled wrapper or a model with blocks compiled in place (``block.compile()``), it also
+drops dynamo's code compiled before (``torch.compiler.reset``).
 
 Other parts may run code on the model thread at the start of each forward (e.g. trait changes
 posted from another thread) with their own root pre-hook; the clock does not depend on order.
@@ -36,7 +37,7 @@ from torch import nn
 
 from ..engine import guard
 from ..engine.registry import HookRegistry
-from .compiled import compile_safe, is_compiled, unwrap
+from .compiled import compile_safe, compiled_parts, is_compiled, unwrap
 
 __all__ = ["StepClock"]
 
@@ -56,7 +57,7 @@ class StepClock:
         self.compiled = is_compiled(model)
         self.registry = HookRegistry("Explorer steps")
         torch._dynamo.config.skip_nnmodule_hook_guards = False
-        if self.compiled:
+        if self.compiled or compiled_parts(unwrap(model)):
             # Code compiled before now has no guards on hooks and would skip ours: recompile.
             torch.compiler.reset()
         if attached:
