@@ -11,6 +11,13 @@ uint8 (``js/PROTOCOL.md``, "Attention"). Per layer and update the maps take at m
 ``BUDGET`` bytes (heads are pooled further when there are many, see :func:`attention_message`),
 whatever the sequence length: a 4,096-token layer never costs an S×S transfer.
 
+The recorder is active only inside the selected module's own forward, which
+:func:`~.compiled.run_eagerly` wraps: under ``torch.compile`` (the whole model or a block
+compiled in place) that forward runs eagerly, a graph break at the module while it is
+selected; deselecting puts the class's forward back and dynamo's graph without the break is
+used again. Enclosing ``nn.TransformerEncoder`` / ``nn.TransformerEncoderLayer`` get hooks that
+keep them off their fused paths (which never call the attention module).
+
 >>> import torch
 >>> from torch import nn
 >>> model = nn.TransformerEncoderLayer(8, 2, batch_first=True).eval()

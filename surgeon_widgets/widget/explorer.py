@@ -70,7 +70,8 @@ class Explorer(CutPanel, FrontEnd):
     records also say train/eval). Forwards and traces the package runs itself are never
     recorded, and the hooks stay out of every trace (fx, export, fake / meta tensors). One live
     Explorer per model: a new one takes the model over and the older ones remove their hooks
-    (``replaced`` says so). ``torch.compile(model)`` works: names are the model's own.
+    (``replaced`` says so). ``torch.compile(model)`` works: names are the model's own, and
+    selected attention layers run eagerly to record their maps (``notes`` says so).
 
     Args:
         model: any ``nn.Module`` (a model on the meta device works: nothing is allocated).

@@ -279,3 +279,13 @@ def test_hovered_cell_is_outlined_and_a_query_label_highlights_its_row(att):
     assert not cursor.is_visible()  # the pointer left the map
     att.mouse.move(0, 0)
     assert not att.locator(f"{section} .sw-att-rowmark").is_visible()
+
+
+def test_title_says_train_or_eval_when_maps_carry_the_mode(att):
+    title = f"section[data-attention='{LAYER}'] .sw-layer-title"
+    att.evaluate("(items) => window.attention.inject(items)", small_items({"mean": [0] * 16}))
+    assert att.locator(title).inner_text().endswith("· step 3")  # older items: no mode
+    for training, word in ((True, "train"), (False, "eval")):
+        items = [{**i, "training": training} for i in small_items({"mean": [0] * 16})]
+        att.evaluate("(items) => window.attention.inject(items)", items)
+        assert att.locator(title).inner_text().endswith(f"· step 3 · {word}")
