@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import inspect
 import pickle
 
 import pytest
@@ -169,6 +170,7 @@ def test_export_and_fx_with_the_wrapper_installed_match_a_fresh_model(explorer):
     x = torch.randn(1, 5, 4)
     ex = explorer(model, selected=["attn"], max_rate=0)
     assert isinstance(model.attn.forward, EagerForward)
+    assert inspect.signature(model.attn.forward) == inspect.signature(fresh.attn.forward)
     for strict in (True, False):
         got = torch.export.export(model, (x,), strict=strict).graph
         want = torch.export.export(fresh, (x,), strict=strict).graph

@@ -37,6 +37,7 @@ used again. This is the one place the package sets a module's ``forward``.
 
 from __future__ import annotations
 
+import inspect
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -102,6 +103,7 @@ class EagerForward:
         self._module = weakref.ref(module)  # the module holds us: no reference cycle
         self._own = module.__dict__.get("forward")  # a forward set on the instance before us
         self._around = around
+        self.__signature__ = inspect.signature(self._forward())  # as the forward it stands for
         module.forward = self
 
     def _forward(self) -> Callable[..., Any]:
