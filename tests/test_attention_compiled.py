@@ -250,3 +250,25 @@ def test_blocks_compiled_and_run_before_the_explorer_still_report(explorer):
         model(**inputs)
     assert ex.stats(dense)[f"{dense}/output"].steps == [0, 1]
     assert [m["step"] for m in _maps(ex, layer)] == [1]
+
+
+@pytest.mark.parametrize("how", ["whole", "in_place"])
+def test_a_bare_encoder_layer_leaves_its_fused_path_under_compile(explorer, how):
+    """Eval + no_grad: nn.TransformerEncoderLayer would run one fused kernel, never self_attn."""
+    torch._dynamo.reset()
+    layer = nn.TransformerEncoderLayer(32, 2, 64, dropout=0.0, batch_first=True).eval()
+    eager = copy.deepcopy(layer)
+    handed = torch.compile(layer) if how == "whole" else layer
+    if how == "in_place":
+        layer.compile()
+    ex = explorer(handed, selected=["self_attn"], max_rate=0)
+    assert COMPILED in ex.notes
+    x = torch.randn(2, 6, 32)
+    with torch.no_grad():
+        out = handed(x)
+        reference = capture_attention(eager, x, "self_attn")["self_attn"]
+        torch.testing.assert_close(out, eager(x), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(ex._attention.latest("self_attn"), reference)
+    assert [m["training"] for m in _maps(ex, "self_attn")] == [False]
+    ex.close()
+    assert "forward" not in layer.self_attn.__dict__ and not layer._forward_pre_hooks

@@ -324,8 +324,9 @@ def _skip(hooked: nn.Module, target: weakref.ref[nn.Module], args: Any) -> bool:
 def _around(me: weakref.ref[AttentionView], name: str):
     """The selected attention module's forward, with the recorder active while it is due.
 
-    Set by :func:`~.compiled.run_eagerly`, so under ``torch.compile`` this runs eagerly (one
-    graph break at the module) and the recorder sees the real attention calls."""
+    Set by :func:`~.compiled.run_eagerly`, so under ``torch.compile`` this runs eagerly (a
+    graph break at the module: dynamo splits each enclosing frame there) and the recorder sees
+    the real attention calls."""
 
     def around(forward: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         view = me()
