@@ -14,7 +14,7 @@ from surgeon_widgets.engine.attention import attention_layers, capture_attention
 from surgeon_widgets.engine.registry import live_hooks
 from surgeon_widgets.widget.attention_view import AttentionView
 from surgeon_widgets.widget.compiled import EagerForward, compiled_parts
-from surgeon_widgets.widget.explorer import COMPILED, Explorer
+from surgeon_widgets.widget.explorer import COMPILED, FULLGRAPH, Explorer
 
 transformers = pytest.importorskip("transformers")
 
@@ -272,3 +272,19 @@ def test_a_bare_encoder_layer_leaves_its_fused_path_under_compile(explorer, how)
     assert [m["training"] for m in _maps(ex, "self_attn")] == [False]
     ex.close()
     assert "forward" not in layer.self_attn.__dict__ and not layer._forward_pre_hooks
+
+
+def test_fullgraph_wrapper_attaches_nothing_and_says_why(explorer):
+    """A graph break is an error under fullgraph=True: the user's forward must keep running."""
+    from tests.test_attention_view import Tiny
+
+    torch._dynamo.reset()
+    model = Tiny().eval()
+    compiled = torch.compile(model, fullgraph=True)
+    ex = explorer(compiled, max_rate=0)
+    ex.select(["attn", "head"])
+    assert ex.hooks == [] and live_hooks() == [] and "forward" not in model.attn.__dict__
+    assert [e["text"] for e in ex.errors] == [FULLGRAPH]
+    with torch.no_grad():
+        compiled(torch.randn(1, 3, 4))  # raised "Unsupported" with hooks attached
+    assert ex.stats("head") == {} and ex._attention.latest("attn") is None

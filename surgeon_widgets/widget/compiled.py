@@ -46,7 +46,8 @@ import torch
 from torch import nn
 
 __all__ = [
-    "EagerForward", "compile_safe", "compiled_parts", "is_compiled", "run_eagerly", "unwrap",
+    "EagerForward", "compile_safe", "compiled_parts", "is_compiled", "is_fullgraph",
+    "run_eagerly", "unwrap",
 ]  # fmt: skip
 
 
@@ -60,6 +61,11 @@ def unwrap(model: nn.Module) -> nn.Module:
     while is_compiled(model):
         model = model._orig_mod
     return model
+
+
+def is_fullgraph(model: nn.Module) -> bool:
+    """Is ``model`` a ``torch.compile(..., fullgraph=True)`` wrapper (no graph break allowed)?"""
+    return is_compiled(model) and bool(getattr(model.dynamo_ctx, "fullgraph", False))
 
 
 def compiled_parts(model: nn.Module) -> list[str]:

@@ -22,7 +22,7 @@ from . import ownership, tree
 from .attention_figure import attention_figure
 from .attention_tokens import normalize_tokens
 from .attention_view import AttentionView
-from .compiled import compiled_parts, is_compiled, unwrap
+from .compiled import compiled_parts, is_compiled, is_fullgraph, unwrap
 from .cut_panel import CutPanel
 from .errors import ErrorList
 from .figures import history_figure, static_png
@@ -49,6 +49,11 @@ COMPILED = (
     "torch.compile: selected layers record through torch.compiler.disable, and selected "
     "attention layers run eagerly so that their maps can be recorded: a graph break at each; "
     "changing the selection recompiles the model (deselected, the graph is whole again)."
+)
+FULLGRAPH = (
+    "torch.compile(fullgraph=True) allows no graph break, and recording a layer needs one, so "
+    "nothing was attached (your forward would raise); compile without fullgraph=True to watch "
+    "layers live."
 )
 META = (
     "meta tensors have no values: the model is on the meta device, so selected layers get no "
@@ -359,6 +364,9 @@ class Explorer(CutPanel, FrontEnd):
                 self._on_error(_node_message(name, self._layer_set))
             else:
                 self._on_error(f"unknown layer {name!r} selected; it was ignored")
+        if modules and is_fullgraph(self._watched):
+            self._on_error(FULLGRAPH)
+            modules = []
         if modules and COMPILED not in self.notes and compiled_parts(self._model):
             self.notes = [*self.notes, COMPILED]  # blocks compiled after the Explorer was made
         if modules:
