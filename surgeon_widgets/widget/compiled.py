@@ -14,8 +14,10 @@ removal path undoes it). Eager forwards call ``around(forward, *args, **kwargs)`
 ones call it through ``torch.compiler.disable`` (a graph break at that module: dynamo splits
 the graph of each frame around the call, so ``torch._dynamo.explain`` counts one break per
 enclosing module); under ``torch.export`` or in a copy of the module, the forward runs as is.
-Installing and removing it recompiles; with it removed, dynamo's graph without the break is
-used again. This is the one place the package sets a module's ``forward``.
+Installing it recompiles (dynamo guards on the module's attributes, whatever
+``skip_nnmodule_hook_guards`` says); removing it takes dynamo back to its cached graph without
+the break. This is the one place the package sets a module's ``forward`` (STYLE.md's "never
+monkeypatch forward" gives way: no hook can take a module's call out of a compiled graph).
 
 >>> import torch
 >>> from torch import nn
