@@ -416,7 +416,8 @@ class Explorer(CutPanel, FrontEnd):
                 self.nodes_error = f"{type(error).__name__}: {error}"
                 return
         if change["new"] and self._node_rows is not None:
-            self.rows = tree.merge_rows(self._module_rows, self._node_rows)
+            order = tree.execution_order(self._model, example_inputs=self._example_inputs)
+            self.rows = tree.merge_rows(self._module_rows, self._node_rows, order)
         else:
             self.rows = self._module_rows
 

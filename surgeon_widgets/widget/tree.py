@@ -12,7 +12,7 @@ pre-order; names are the ``get_layers`` / ``get_nodes`` names. Parameter counts 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -21,10 +21,19 @@ from torch import nn
 from ..engine import guard
 from ..engine.inspect import iter_tensors
 from ..engine.module_tree import module_rows
+from ..engine.nodes import execution_order
 from ..engine.registry import HookRegistry
 from ..engine.tracing import NAME, OWNER, ExampleInputs, is_internal_node, trace
 
-__all__ = ["call_model", "filter_rows", "merge_rows", "module_rows", "node_rows", "output_shapes"]
+__all__ = [
+    "call_model",
+    "execution_order",
+    "filter_rows",
+    "merge_rows",
+    "module_rows",
+    "node_rows",
+    "output_shapes",
+]
 
 Row = dict[str, Any]
 
@@ -63,13 +72,32 @@ def node_rows(
     return rows
 
 
-def merge_rows(modules: list[Row], nodes: list[Row]) -> list[Row]:
-    """Pre-order rows with each node after its owner's module children, the graph's inputs
-    first (as the model reads them); depths recomputed."""
-    kids: dict[str | None, list[Row]] = {}
+def merge_rows(modules: list[Row], nodes: list[Row], order: Sequence[str] = ()) -> list[Row]:
+    """Pre-order rows with graph nodes under their owner; depths and child counts recomputed.
+
+    With ``order`` (:func:`~surgeon_widgets.engine.nodes.execution_order`) the children of
+    every row (submodules and the row's own graph nodes) come in the order the forward first
+    runs them, so the graph's inputs come first; modules the traced forward never calls
+    follow the called ones, in definition order. Without it: the graph's inputs first, then
+    the modules in definition order, then each owner's nodes.
+
+    >>> mods = [{"name": "head", "parent": None, "cls": "Linear"},
+    ...         {"name": "body", "parent": None, "cls": "Linear"}]
+    >>> nodes = [{"name": "x", "parent": None, "cls": "input"},
+    ...          {"name": "relu", "parent": None, "cls": "relu"}]
+    >>> [r["name"] for r in merge_rows(mods, nodes, ["x", "body", "relu", "head"])]
+    ['x', 'body', 'relu', 'head']
+    >>> [r["name"] for r in merge_rows(mods, nodes)]
+    ['x', 'head', 'body', 'relu']
+    """
     inputs = [r for r in nodes if r["cls"] == "input" and r["parent"] is None]
     others = [r for r in nodes if not (r["cls"] == "input" and r["parent"] is None)]
-    for row in [*inputs, *modules, *others]:
+    rows = [*inputs, *modules, *others]
+    if order:
+        rank = {name: i for i, name in enumerate(order)}
+        rows.sort(key=lambda row: rank.get(row["name"], len(rank)))  # stable: uncalled keep theirs
+    kids: dict[str | None, list[Row]] = {}
+    for row in rows:
         kids.setdefault(row["parent"], []).append(row)
     out: list[Row] = []
     stack = [(row, 0) for row in reversed(kids.get(None, []))]
