@@ -16,7 +16,7 @@ from torchvision.models import resnet18
 from toy_models import Branchy, SomeModelFn
 from transformers import BertConfig, BertModel
 
-from surgeon_widgets import Extract
+from surgeon_widgets import Extract, Inspect
 from surgeon_widgets.engine import cut as cut_module
 from surgeon_widgets.engine.cut import CutReport, analyze_cut, suggest_fix
 from surgeon_widgets.engine.extract import InputLeakWarning
@@ -107,7 +107,9 @@ def test_seed_branch_model_leak():
     assert fixed.summary.leaks == {} and fixed.summary["input"] == ("my_input", "b")
 
 
-def test_bert_fix_removes_leaks():
+def test_bert_cut_reads_the_mask_it_needs_without_a_leak():
+    """The block after the cut applies the attention mask: the cut takes it (no warning, no
+    fix such as ``('to',)``) and, fed a padded mask, equals the model run."""
     torch.manual_seed(0)
     config = BertConfig(
         num_hidden_layers=2,
@@ -117,15 +119,30 @@ def test_bert_fix_removes_leaks():
         vocab_size=100,
     )
     bert = BertModel(config).eval()
-    inputs = {"input_ids": torch.randint(0, 100, (2, 8)), "attention_mask": torch.ones(2, 8).long()}
+    mask = torch.ones(2, 8).long()
+    mask[1, 5:] = 0
+    inputs = {"input_ids": torch.randint(0, 100, (2, 8)), "attention_mask": mask}
     traced = trace(bert, example_inputs=inputs)
     report = analyze_cut(traced, {"encoder.layer.0": "h"}, "encoder.layer.1.output")
     assert report.method == "export" and report.valid
-    assert set(report.leaks) == {"attention_mask"}  # input_ids only gave shapes: read from h
-    assert report.fix is not None
-    node_in = {"encoder.layer.0": "h", **{name: name for name in report.fix}}
-    fixed = Extract(bert, node_in, "encoder.layer.1.output", example_inputs=inputs)
-    assert fixed.summary.leaks == {}
+    assert report.inputs == ("attention_mask", "h")  # input_ids only gave shapes: read from h
+    assert report.leaks == {} and report.fix is None
+    assert suggest_fix(traced, {"encoder.layer.0": "h"}, "encoder.layer.1.output") == []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        cut = Extract(
+            bert, {"encoder.layer.0": "h"}, "encoder.layer.1.output", example_inputs=inputs
+        )
+    assert cut.summary["input"] == ("attention_mask", "h") and cut.summary.leaks == {}
+    with torch.no_grad():
+        _, (h, expected) = Inspect(bert, ["encoder.layer.0", "encoder.layer.1.output"])(**inputs)
+        h = h[0] if isinstance(h, tuple) else h
+        by_name = cut(h=h, attention_mask=mask)
+        like_the_model = cut(**inputs, h=h)  # input_ids is ignored: the cut does not read it
+        unmasked = cut(h=h, attention_mask=torch.ones_like(mask))
+    torch.testing.assert_close(by_name, expected)
+    torch.testing.assert_close(like_the_model, expected)
+    assert not torch.allclose(unmasked[1], expected[1])  # the mask really is applied
     assert analyze_cut(bert, "embeddings", "pooler").problems[0].startswith("could not trace")
 
 
@@ -211,7 +228,9 @@ def test_suggest_fix_raises_for_bad_names():
         suggest_fix(Branchy(), "layer1", "add")
 
 
-def test_no_fix_when_output_reads_input_directly():
+def test_parameter_free_read_of_an_input_is_an_input_not_a_leak():
+    """A residual ``a(x) + x`` cut at ``a`` needs x itself: an input of the cut, not a leak."""
+
     class Skip(nn.Module):
         def __init__(self) -> None:
             super().__init__()
@@ -220,8 +239,45 @@ def test_no_fix_when_output_reads_input_directly():
         def forward(self, x):
             return self.a(x) + x
 
-    assert suggest_fix(Skip(), "a", "add") is None
-    assert analyze_cut(Skip(), "a", "add").fix is None
+    report = analyze_cut(Skip(), "a", "add")
+    assert report.inputs == ("x", "a") and report.leaks == {} and report.fix is None
+    assert suggest_fix(Skip(), "a", "add") == []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no InputLeakWarning
+        cut = Extract(Skip(), "a", "add")
+    x, h = torch.randn(2, 3), torch.randn(2, 3)
+    torch.testing.assert_close(cut(x=x, a=h), h + x)
+
+
+def test_no_fix_when_an_output_recomputes_from_the_input_directly():
+    class Two(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.b = nn.Linear(3, 3), nn.Linear(3, 3)
+
+        def forward(self, x):
+            return self.a(x).relu(), self.b(x)
+
+    report = analyze_cut(Two(), "a", ["relu", "b"])
+    assert report.leaks == {"x": ["b"]}  # the output b itself runs on x: nothing can replace it
+    assert report.fix is None and suggest_fix(Two(), "a", ["relu", "b"]) is None
+
+
+def test_fix_ignores_a_parameter_free_read_beside_the_leak():
+    class Both(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.b = nn.Linear(3, 3), nn.Linear(3, 3)
+
+        def forward(self, x):
+            return self.a(x) + self.b(x) + x
+
+    report = analyze_cut(Both(), "a", "add_1")
+    assert report.leaks == {"x": ["b"]} and report.fix == ("b",)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fixed = Extract(Both(), ["a", "b"], "add_1")
+    assert fixed.summary["input"] == ("x", "a", "b") and fixed.summary.leaks == {}
 
 
 NAMES = ["x", "layer1", "relu", "layer2", "sigmoid", "layer3", "tanh", "lyer2", "nope"]

@@ -107,7 +107,7 @@ def blocks(model: nn.Module) -> list[str]:
 
 
 def first_tensor(value):
-    while isinstance(value, (tuple, list)):
+    while isinstance(value, (tuple, list)) or hasattr(value, "to_tuple"):  # or a ModelOutput
         value = value[0]
     return value
 
@@ -187,3 +187,164 @@ def test_tree_and_node_list_hide_export_internals(case):
     first_inputs = [r["name"] for r in rows[: len(inputs)] if r["cls"] == "input"]
     assert first_inputs and set(first_inputs) <= set(inputs), [r["name"] for r in rows[:4]]
     assert not [r for r in rows if "sym_size" in r["name"]]
+
+
+# -- decoder-side cuts of encoder-decoders: hidden states in, cross-attention fed ------------
+
+PADDED = torch.ones(2, 8, dtype=torch.long)
+PADDED[1, 6:] = 0  # right padding: no query row is fully masked, and the mask matters
+
+
+def _name_of(model: nn.Module, module: nn.Module) -> str:
+    return next(name for name, m in model.named_modules() if m is module)
+
+
+def _decoder_blocks(model: nn.Module) -> list[str]:
+    decoder = _name_of(model, model.get_decoder())
+    lists = [n for n, m in model.named_modules() if n.startswith(f"{decoder}.")
+             and isinstance(m, nn.ModuleList)]  # fmt: skip
+    return [f"{lists[0]}.{i}" for i in range(len(model.get_submodule(lists[0])))]
+
+
+@pytest.fixture(scope="module", params=["t5", "bart"])
+def seq2seq(request):
+    torch.manual_seed(0)
+    model, inputs = BUILDERS[request.param]()
+    model.eval()
+    inputs = {**inputs, "attention_mask": PADDED}
+    return model, inputs, trace(model, example_inputs=inputs)
+
+
+@pytest.mark.parametrize("out", ["block", "decoder"])
+def test_decoder_cut_takes_hidden_states_and_the_encoders_output(seq2seq, out):
+    model, inputs, traced = seq2seq
+    first, second = _decoder_blocks(model)[:2]
+    encoder, decoder = _name_of(model, model.get_encoder()), _name_of(model, model.get_decoder())
+    node_in = {first: "h", encoder: "enc"}
+    node_out = second if out == "block" else decoder
+    report = analyze_cut(traced, node_in, node_out)
+    assert report.valid and report.leaks == {} and report.fix is None, report
+    assert report.inputs == ("attention_mask", "h", "enc")  # the mask for cross-attention
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no leak warning: the mask is simply an input
+        cut = Extract(model, node_in, node_out, example_inputs=inputs)
+    assert cut.summary["input"] == report.inputs
+    with torch.no_grad():
+        _, (h, enc, expected) = Inspect(model, [first, encoder, node_out])(**inputs)
+        h, enc = first_tensor(h), first_tensor(enc)
+        called_like_the_model = cut(**inputs, h=h, enc=enc)
+        by_its_inputs = cut(PADDED, h, enc)
+        unmasked = cut(torch.ones_like(PADDED), h, enc)
+    if out == "decoder":
+        assert_close_tensor(expected, model(**inputs).last_hidden_state)
+    assert_close_tensor(called_like_the_model, first_tensor(expected))
+    assert_close_tensor(by_its_inputs, first_tensor(expected))
+    assert not torch.allclose(unmasked, first_tensor(expected), atol=1e-4)  # it reads the mask
+
+
+def test_decoder_block_extract_called_like_the_model(seq2seq):
+    model, inputs, _ = seq2seq
+    second = _decoder_blocks(model)[1]
+    cut = Extract(model, node_out=second, example_inputs=inputs)
+    with torch.no_grad():
+        _, expected = Inspect(model, second)(**inputs)
+        assert_close_tensor(cut(**inputs), first_tensor(expected))
+
+
+def assert_close_tensor(got, expected):
+    torch.testing.assert_close(first_tensor(got), first_tensor(expected))
+
+
+# -- decoders given an attention mask: the mask is an input of a cut, not a leak ------------
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama"])
+def test_decoder_with_mask_cut_between_blocks(name):
+    torch.manual_seed(0)
+    model, inputs = BUILDERS[name]()
+    model.eval()
+    inputs = {**inputs, "attention_mask": PADDED}
+    first, second = blocks(model)[:2]
+    report = analyze_cut(model, {first: "h"}, second, example_inputs=inputs)
+    assert report.valid and report.leaks == {} and report.fix is None, report
+    assert report.inputs == ("attention_mask", "h")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        cut = Extract(model, {first: "h"}, second, example_inputs=inputs)
+    with torch.no_grad():
+        _, (h, expected) = Inspect(model, [first, second])(**inputs)
+        got = cut(**inputs, h=first_tensor(h))
+        unmasked = cut(h=first_tensor(h), attention_mask=torch.ones_like(PADDED))
+    torch.testing.assert_close(first_tensor(got), first_tensor(expected))
+    assert not torch.allclose(first_tensor(unmasked), first_tensor(expected), atol=1e-4)
+
+
+# -- torchvision MaxViT, the whole model ------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def maxvit():
+    torchvision = pytest.importorskip("torchvision")
+    torch.manual_seed(0)
+    model = torchvision.models.MaxVit(
+        input_size=(64, 64), stem_channels=8, partition_size=2, block_channels=[8, 16],
+        block_layers=[1, 1], head_dim=4, stochastic_depth_prob=0.0, num_classes=10,
+    ).eval()  # fmt: skip
+    return model, torch.rand(2, 3, 64, 64, generator=torch.Generator().manual_seed(1))
+
+
+def _reference_patterns(model: nn.Module, x: torch.Tensor, name: str) -> torch.Tensor:
+    """softmax(q kᵀ · scale + relative bias) of a RelativePositionalMultiHeadAttention, from
+    its ``to_qkv`` output, folded as documented: ``[B, windows * heads, P, P]``."""
+    layer = model.get_submodule(name)
+    seen = []
+    handle = layer.to_qkv.register_forward_hook(lambda m, a, o: seen.append(o))
+    try:
+        with torch.no_grad():
+            model(x)
+    finally:
+        handle.remove()
+    qkv = seen[0]
+    B, G, P, _ = qkv.shape
+    H, DH = layer.n_heads, layer.head_dim
+    q, k, _ = (t.reshape(B, G, P, H, DH).permute(0, 1, 3, 2, 4) for t in qkv.chunk(3, dim=-1))
+    scores = q @ (k * layer.scale_factor).transpose(-1, -2) + layer.get_relative_positional_bias()
+    return scores.softmax(-1).reshape(B, G * H, P, P)
+
+
+def test_maxvit_attention_layers_are_exactly_what_capture_captures(maxvit):
+    from surgeon_widgets import attention_layers, capture_attention, get_layers
+
+    model, x = maxvit
+    listed = attention_layers(model)
+    classes = {type(model.get_submodule(n)).__name__ for n in listed}
+    assert len(listed) == 4 and classes == {"RelativePositionalMultiHeadAttention"}
+    with torch.no_grad():
+        patterns = capture_attention(model, x, listed)
+    # 64 px: stem /2, block 0 /2 -> 16x16 in 2x2 windows (64 windows) x 2 heads; block 1: 16 x 4
+    assert [tuple(p.shape) for p in patterns.values()] == [(2, 128, 4, 4)] * 2 + [(2, 64, 4, 4)] * 2
+    for name, pattern in patterns.items():
+        torch.testing.assert_close(pattern.sum(-1), torch.ones(pattern.shape[:-1]))
+        torch.testing.assert_close(pattern, _reference_patterns(model, x, name))
+    for name in get_layers(model):  # nothing else captures, unless it holds listed layers
+        if isinstance(model.get_submodule(name), nn.ModuleList):
+            continue  # never called itself: no forward to capture in
+        holds = [n for n in listed if n == name or n.startswith(f"{name}.")]
+        with torch.no_grad():
+            found = capture_attention(model, x, name, all_calls=True)[name]
+        assert len(found) == len(holds), (name, holds)
+
+
+def test_maxvit_extract_at_a_block_boundary_equals_inspect(maxvit):
+    model, x = maxvit
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        cut = Extract(model, {"blocks.0": "h"}, "blocks.1")
+        head = Extract(model, {"blocks.1": "h"}, "classifier")
+    assert cut.summary["input"] == ("h",) and head.summary["input"] == ("h",)
+    with torch.no_grad():
+        out, (h0, h1) = Inspect(model, ["blocks.0", "blocks.1"])(x)
+        torch.testing.assert_close(cut(h0), h1)
+        torch.testing.assert_close(cut(h=h0), h1)
+        torch.testing.assert_close(head(h1), out)
+        torch.testing.assert_close(Extract(model, node_out="blocks.0")(x), h0)

@@ -16,12 +16,12 @@ from typing import Any
 
 from torch import fx, nn
 
+from .leaks import find_leaks, recomputed
 from .mincut import min_vertex_cut
 from .naming import NameSpec, UnknownNameError, normalize_spec
 from .surgery import (
     auto_input_key,
     downstream,
-    find_leaks,
     input_identifier,
     is_kept,
     mutation_readers,
@@ -214,24 +214,36 @@ def _fix(
 
 
 def _min_cut(graph: fx.Graph) -> list[str] | None:
-    """Min vertex cut between the cut graph's original inputs and every node it computes
-    (the outputs, and the side effects Extract's dead-code pass keeps)."""
+    """Min vertex cut between the leaking original inputs and every node the cut computes
+    (the outputs, and the side effects Extract's dead-code pass keeps), over the paths that
+    run parametrized work from those inputs (:func:`~.leaks.recomputed`): a parameter-free
+    read of an input (a mask, a residual) needs no cut."""
     output = next(n for n in graph.nodes if n.op == "output")
     outs = output.all_input_nodes
     nodes = [n for n in graph.nodes if n.op != "output"]
     new = [n for n in nodes if n.op == "placeholder" and n.name.startswith(_TEMPORARY)]
+    originals = [n for n in nodes if n.op == "placeholder" and n not in new]
     below = downstream(new)
+    work = recomputed(graph, originals)
+    after_work = downstream(list(work))
 
     def cost(node: fx.Node) -> int | None:
         fixed = node.op in ("placeholder", "get_attr") or node in outs or node in below
         hidden = NAME not in node.meta or is_internal_node(node)
         return None if fixed or hidden else 1
 
-    sources = [n for n in nodes if n.op == "placeholder" and n not in new]
+    def carries_leak(parent: fx.Node, node: fx.Node) -> bool:
+        # before the work, an edge matters only on the way to more work before it
+        return parent in after_work or node in work or node not in after_work
+
+    leaking = set(find_leaks(graph, originals))
+    sources = [n for n in originals if n.name in leaking]
     kept = [n for n in nodes if n.op in _OPS and is_kept(n)]
-    sinks = [n for n in [*outs, *kept] if n not in new]
+    sinks = [n for n in [*outs, *kept] if n not in new and n in after_work]
     extra = mutation_readers(graph)
-    preds = {n: [*n.all_input_nodes, *extra.get(n, ())] for n in nodes}
+    preds = {
+        n: [p for p in [*n.all_input_nodes, *extra.get(n, ())] if carries_leak(p, n)] for n in nodes
+    }
     cut = min_vertex_cut(preds, sources, sinks, {n: cost(n) for n in nodes})
     return None if cut is None else [n.meta[NAME] for n in cut]
 

@@ -15,8 +15,9 @@ from torch.utils._pytree import tree_flatten
 
 from .calling import Binder, FixedArgumentError, Slot
 from .fixed_shapes import FixedShapes
+from .leaks import find_leaks
 from .naming import NameSpec, normalize_spec
-from .surgery import auto_input_key, find_leaks, prune, replace_inputs, select_outputs
+from .surgery import auto_input_key, prune, replace_inputs, select_outputs
 from .tracing import NAME, ExampleInputs, Trace, trace
 
 __all__ = ["Extract", "FixedArgumentError", "InputLeakWarning", "Summary", "UnusedInputWarning"]

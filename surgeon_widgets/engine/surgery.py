@@ -1,4 +1,4 @@
-"""Graph surgery as small passes: select outputs, replace inputs, prune, find leaks.
+"""Graph surgery as small passes: select outputs, replace inputs, prune (leaks: :mod:`.leaks`).
 
 Each pass takes a ``torch.fx.Graph`` and changes it in place; ``Extract`` runs them in order.
 """
@@ -19,7 +19,6 @@ from .tracing import NAME
 
 __all__ = [
     "auto_input_key",
-    "find_leaks",
     "input_identifier",
     "is_kept",
     "mutation_readers",
@@ -274,12 +273,3 @@ def downstream(nodes: Sequence[fx.Node]) -> set[fx.Node]:
                 seen.add(user)
                 todo.append(user)
     return seen
-
-
-def find_leaks(graph: fx.Graph, original_inputs: Sequence[fx.Node]) -> dict[str, list[str]]:
-    """Original inputs still read after a cut: ``{input: [names of the nodes reading it]}``."""
-    leaks = {}
-    for node in graph.nodes:
-        if node.op == "placeholder" and node in original_inputs and node.users:
-            leaks[node.name] = [user.meta.get(NAME, user.name) for user in node.users]
-    return leaks
