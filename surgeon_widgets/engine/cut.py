@@ -46,7 +46,9 @@ class CutReport:
     inputs          the cut model's inputs, as ``Extract(...).summary["input"]`` names them:
                     original inputs still read, then the new ones
     outputs         the output keys (the model's own output nodes when ``node_out`` is None)
-    leaks           ``{original input: [nodes still reading it]}``, as ``summary.leaks``
+    leaks           ``{original input: [its readers]}`` for inputs the cut recomputes
+                    parametrized work from, as ``summary.leaks`` (see :mod:`.leaks`; a
+                    parameter-free read, such as an attention mask, is just an input)
     fix             extra ``node_in`` names that would end every leak (:func:`suggest_fix`);
                     ``None`` when nothing leaks, nothing can, or there are problems
     params_kept     parameters the cut model keeps; ``params_total``: the model's
@@ -149,11 +151,12 @@ def suggest_fix(
     node_out: NameSpec | None = None,
     example_inputs: ExampleInputs = None,
 ) -> list[str] | None:
-    """The fewest extra ``node_in`` names after which no original input leaks into the cut.
+    """The fewest extra ``node_in`` names after which no original input leaks into the cut
+    (no parametrized work is recomputed from one; see :mod:`.leaks`).
 
     Every output stays computed from the given ``node_in`` (no node downstream of it is
     chosen); among equally small answers, the one closest to the outputs. ``[]``: nothing
-    leaks; ``None``: no set of extra nodes can stop the leak (an output reads an input directly),
+    leaks; ``None``: no set of extra nodes can stop the leak (an output itself runs on an input),
     or the cut has a problem :func:`analyze_cut` reports. A returned fix is checked with
     Extract's own passes: no leak, no warning, and no name in it can be left out.
 

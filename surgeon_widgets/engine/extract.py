@@ -24,7 +24,8 @@ __all__ = ["Extract", "FixedArgumentError", "InputLeakWarning", "Summary", "Unus
 
 
 class InputLeakWarning(UserWarning):
-    """A ``node_in`` cut left an original input in use (another branch still reads it)."""
+    """A ``node_in`` cut still recomputes parametrized work from an original input (another
+    branch, the embeddings); a parameter-free read (an attention mask) is none (:mod:`.leaks`)."""
 
 
 class UnusedInputWarning(UserWarning):
@@ -33,7 +34,7 @@ class UnusedInputWarning(UserWarning):
 
 class Summary(dict):
     """``{'input': (names...), 'output': nodes}`` as surgeon-pytorch prints it, plus ``leaks``:
-    ``{original_input: [nodes that still read it]}``."""
+    ``{original_input: [its readers on the way to recomputed parametrized work]}``."""
 
     def __init__(self, inputs: tuple[str, ...], output: Any, leaks: dict[str, list[str]]):
         super().__init__(input=inputs, output=output)

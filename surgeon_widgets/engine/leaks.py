@@ -41,7 +41,19 @@ def recomputed(graph: fx.Graph, originals: Sequence[fx.Node]) -> set[fx.Node]:
 
 def find_leaks(graph: fx.Graph, original_inputs: Sequence[fx.Node]) -> dict[str, list[str]]:
     """Original inputs the cut recomputes parametrized work from: ``{input: [its readers
-    on the way to that work]}``. Other reads of an original input are no leak (see above)."""
+    on the way to that work]}``. Other reads of an original input are no leak (see above).
+
+    >>> from surgeon_widgets.engine.cut import analyze_cut
+    >>> class Both(nn.Module):
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.a, self.b = nn.Linear(3, 3), nn.Linear(3, 3)
+    ...     def forward(self, x):
+    ...         return self.a(x) + self.b(x) + x
+    >>> report = analyze_cut(Both(), node_in="a", node_out="add_1")
+    >>> report.inputs, report.leaks  # x is read twice: b recomputes from it, + x is fine
+    (('x', 'a'), {'x': ['b']})
+    """
     work = recomputed(graph, original_inputs)
     leaks = {}
     for node in graph.nodes:
