@@ -242,6 +242,20 @@ def test_decoder_cut_takes_hidden_states_and_the_encoders_output(seq2seq, out):
     assert not torch.allclose(unmasked, first_tensor(expected), atol=1e-4)  # it reads the mask
 
 
+def test_decoder_cut_fix_is_the_encoders_output(seq2seq):
+    """Without the encoder's output the cut re-runs the encoder from input_ids and the mask: a
+    leak of both, and the fix is that output (not an embedding: the encoder's batch-size reads
+    come from h, but are no computation from it)."""
+    model, _, traced = seq2seq
+    first, second = _decoder_blocks(model)[:2]
+    report = analyze_cut(traced, {first: "h"}, second)
+    assert set(report.leaks) == {"input_ids", "attention_mask"}, report.leaks
+    encoder_output = traced.module_outputs[_name_of(model, model.get_encoder())]
+    assert report.fix == (encoder_output.meta["surgeon_name"],)
+    fixed = analyze_cut(traced, {first: "h", **{n: "enc" for n in report.fix}}, second)
+    assert fixed.leaks == {} and fixed.inputs == ("attention_mask", "h", "enc")
+
+
 def test_decoder_block_extract_called_like_the_model(seq2seq):
     model, inputs, _ = seq2seq
     second = _decoder_blocks(model)[1]

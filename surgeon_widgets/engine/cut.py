@@ -16,7 +16,7 @@ from typing import Any
 
 from torch import fx, nn
 
-from .leaks import find_leaks, recomputed
+from .leaks import find_leaks, recomputed, value_downstream
 from .mincut import min_vertex_cut
 from .naming import NameSpec, UnknownNameError, normalize_spec
 from .surgery import (
@@ -226,7 +226,7 @@ def _min_cut(graph: fx.Graph) -> list[str] | None:
     nodes = [n for n in graph.nodes if n.op != "output"]
     new = [n for n in nodes if n.op == "placeholder" and n.name.startswith(_TEMPORARY)]
     originals = [n for n in nodes if n.op == "placeholder" and n not in new]
-    below = downstream(new)
+    below = value_downstream(new)  # a node reading only a new input's shape may be chosen
     work = recomputed(graph, originals)
     after_work = downstream(list(work))
 

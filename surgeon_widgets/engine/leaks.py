@@ -10,14 +10,16 @@ meant to replace; :func:`find_leaks` reports those, and ``suggest_fix`` ends the
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Sequence
 
 from torch import fx, nn
 
+from .naming import base_name
 from .surgery import downstream
-from .tracing import NAME
+from .tracing import NAME, is_internal_node
 
-__all__ = ["find_leaks", "recomputed"]
+__all__ = ["find_leaks", "recomputed", "value_downstream"]
 
 
 def recomputed(graph: fx.Graph, originals: Sequence[fx.Node]) -> set[fx.Node]:
@@ -28,7 +30,7 @@ def recomputed(graph: fx.Graph, originals: Sequence[fx.Node]) -> set[fx.Node]:
     (directly or through ops on parameters alone, ``self.weight.t()``).
     """
     new = [n for n in graph.nodes if n.op == "placeholder" and n not in set(originals)]
-    fed = downstream(new)
+    fed = value_downstream(new)
     weights = _parameter_values(graph)
     found = set()
     for node in graph.nodes:
@@ -37,6 +39,30 @@ def recomputed(graph: fx.Graph, originals: Sequence[fx.Node]) -> set[fx.Node]:
         if any(i in weights for i in node.all_input_nodes) or _module_has_parameters(node):
             found.add(node)
     return found
+
+
+def value_downstream(nodes: Sequence[fx.Node]) -> set[fx.Node]:
+    """``nodes`` and every node computed from their values; a read of only their shape
+    (``sym_size``, ``.size()``, ``.shape``) does not count: BART's encoder reads the batch
+    size from a decoder-side input of the cut, yet is not computed from it."""
+    seen, todo = set(nodes), list(nodes)
+    while todo:
+        for user in todo.pop().users:
+            if user not in seen and not _reads_shape(user):
+                seen.add(user)
+                todo.append(user)
+    return seen
+
+
+def _reads_shape(node: fx.Node) -> bool:
+    if is_internal_node(node) and _SHAPE.match(base_name(node.name)):
+        return True
+    if node.op == "call_method" and node.target in ("size", "dim", "numel"):
+        return True
+    return node.op == "call_function" and node.target is getattr and node.args[1:2] == ("shape",)
+
+
+_SHAPE = re.compile(r"^(sym_size|sym_numel|sym_stride)")
 
 
 def find_leaks(graph: fx.Graph, original_inputs: Sequence[fx.Node]) -> dict[str, list[str]]:
