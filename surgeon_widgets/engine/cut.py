@@ -154,11 +154,12 @@ def suggest_fix(
     """The fewest extra ``node_in`` names after which no original input leaks into the cut
     (no parametrized work is recomputed from one; see :mod:`.leaks`).
 
-    Every output stays computed from the given ``node_in`` (no node downstream of it is
-    chosen); among equally small answers, the one closest to the outputs. ``[]``: nothing
-    leaks; ``None``: no set of extra nodes can stop the leak (an output itself runs on an input),
-    or the cut has a problem :func:`analyze_cut` reports. A returned fix is checked with
-    Extract's own passes: no leak, no warning, and no name in it can be left out.
+    Every output stays computed from the given ``node_in`` (no node computed from its value
+    is chosen; one that only reads its shape may be); among equally small answers, the one
+    closest to the outputs. ``[]``: nothing leaks; ``None``: no set of extra nodes can stop the
+    leak (an output itself runs on an input), or the cut has a problem :func:`analyze_cut`
+    reports. A returned fix is checked with Extract's own passes: no leak, no warning, and no
+    name in it can be left out.
 
     Raises:
         UnknownNameError: a name the model does not have. TracingError: untraceable model.
