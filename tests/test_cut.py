@@ -343,3 +343,31 @@ def test_min_vertex_cut_prefers_the_cut_nearest_the_sinks():
     cost = {"x": None, "a": 1, "b": 1, "c": 1, "y": None}
     assert min_vertex_cut(chain, ["x"], ["y"], cost) == ["c"]
     assert min_vertex_cut(chain, ["x"], ["y"], {**cost, "b": 0}) == []
+
+
+class ShapeRead(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(3, 3), nn.Linear(3, 3)
+
+    def forward(self, x):
+        h = self.a(x)
+        return h + self.b(x).reshape(h.size(0), -1)
+
+
+def test_reading_only_the_shape_of_a_new_input_is_not_computing_from_it():
+    from surgeon_widgets.engine.leaks import value_downstream
+
+    graph = trace(ShapeRead()).graph
+    a = next(n for n in graph.nodes if n.meta.get("surgeon_name") == "a")
+    fed = value_downstream([a])
+    assert sorted(n.meta["surgeon_name"] for n in fed if n.op != "output") == ["a", "add"]
+    report = analyze_cut(ShapeRead(), "a", "add")
+    assert report.leaks == {"x": ["b"]}
+    assert report.fix == ("reshape",)  # it reads h's size only: it may be fed
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fixed = Extract(ShapeRead(), ["a", "reshape"], "add")
+    x = torch.randn(2, 3)
+    feed = Extract(ShapeRead(), node_out={"a": "a", "reshape": "r", "add": "y"})(x)
+    torch.testing.assert_close(fixed(a=feed["a"], reshape=feed["r"]), feed["y"])
