@@ -29,7 +29,8 @@ def recomputed(graph: fx.Graph, originals: Sequence[fx.Node]) -> set[fx.Node]:
     A node uses parameters when it calls a module that has some or reads a parameter
     (directly or through ops on parameters alone, ``self.weight.t()``).
     """
-    new = [n for n in graph.nodes if n.op == "placeholder" and n not in set(originals)]
+    old = set(originals)
+    new = [n for n in graph.nodes if n.op == "placeholder" and n not in old]
     fed = value_downstream(new)
     weights = _parameter_values(graph)
     found = set()
