@@ -16,7 +16,6 @@ from collections.abc import Sequence
 from torch import fx, nn
 
 from .naming import base_name
-from .surgery import downstream
 from .tracing import NAME, is_internal_node
 
 __all__ = ["find_leaks", "recomputed", "value_downstream"]
@@ -81,15 +80,25 @@ def find_leaks(graph: fx.Graph, original_inputs: Sequence[fx.Node]) -> dict[str,
     >>> report.inputs, report.leaks  # x is read twice: b recomputes from it, + x is fine
     (('x', 'a'), {'x': ['b']})
     """
-    work = recomputed(graph, original_inputs)
+    reaches = _upstream(recomputed(graph, original_inputs))  # the work and what leads to it
     leaks = {}
     for node in graph.nodes:
         if node.op != "placeholder" or node not in original_inputs:
             continue
-        readers = [user for user in node.users if downstream([user]) & work]
+        readers = [user for user in node.users if user in reaches]
         if readers:
             leaks[node.name] = [user.meta.get(NAME, user.name) for user in readers]
     return leaks
+
+
+def _upstream(nodes: set[fx.Node]) -> set[fx.Node]:
+    seen, todo = set(nodes), list(nodes)
+    while todo:
+        for parent in todo.pop().all_input_nodes:
+            if parent not in seen:
+                seen.add(parent)
+                todo.append(parent)
+    return seen
 
 
 def _parameter_values(graph: fx.Graph) -> set[fx.Node]:
