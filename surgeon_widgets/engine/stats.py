@@ -59,16 +59,16 @@ _local = threading.local()
 
 
 def _workspace(dtype: torch.dtype, device: torch.device, numel: int) -> list[torch.Tensor]:
-    """Three ``dtype`` buffers and one uint8 buffer of ``numel`` elements on ``device``."""
+    """Three ``dtype`` buffers and one int16 buffer of ``numel`` elements on ``device``."""
     if device.type != "cpu" or numel > CACHE_LIMIT:  # accelerators have caching allocators
         return [*(torch.empty(numel, dtype=dtype, device=device) for _ in range(3)),
-                torch.empty(numel, dtype=torch.uint8, device=device)]  # fmt: skip
+                torch.empty(numel, dtype=torch.int16, device=device)]  # fmt: skip
     cache = _local.__dict__.setdefault("buffers", {})
     buffers, views = cache.get(dtype, (None, {}))
     if buffers is None or buffers[0].numel() < numel:
         size = max(numel, 1 << 12)
         buffers = [*(torch.empty(size, dtype=dtype) for _ in range(3)),
-                   torch.empty(size, dtype=torch.uint8)]  # fmt: skip
+                   torch.empty(size, dtype=torch.int16)]  # fmt: skip
         views = {}
         cache[dtype] = buffers, views
     if numel not in views:
@@ -106,10 +106,13 @@ def tensor_stats(tensor: torch.Tensor, bins: int = BINS) -> TensorStats:
     # Float ops only, in place, and few of them: bool temporaries, isnan and isfinite are many
     # times slower than float ops on some CPU builds; scalar results are finished on the host.
     torch.nan_to_num(x, 0.0, 0.0, 0.0, out=xf)
-    torch.sub(x, xf, out=flag).nan_to_num_(2.0, 1.0, 1.0)  # 0 finite, 2 NaN, 1 +-Inf
+    # count_nonzero branches per value: on a ReLU output (half zeros) it takes 10x longer than
+    # counting |sign| (2M values: 9.5 ms against 0.7 ms). Non-finite places are 0 in xf.
+    finite_nonzero = torch.sign(xf, out=flag).abs_().sum()
+    torch.nan_to_num(x, 2.0, 1.0, 1.0, out=flag).sub_(xf)  # 0 finite, 2 NaN, 1 +-Inf
     weighted = flag.sum()  # 2 * nans + infs
     bad = flag.clamp_(max=1.0).sum()  # flag is now 1 where not finite
-    nonzero = x.count_nonzero()
+    nonzero = finite_nonzero + bad
     lo0, hi0 = torch.aminmax(xf)  # exact min/max when every value is finite
     # u = x / size lies in [-1, 1]: sums, squares and ranges cannot overflow
     size = torch.maximum(lo0.abs(), hi0.abs()).clamp(min=torch.finfo(x.dtype).tiny)
@@ -123,9 +126,9 @@ def tensor_stats(tensor: torch.Tensor, bins: int = BINS) -> TensorStats:
     norm = torch.linalg.vector_norm(d)
     low = lo_u - mean_u
     scale = bins / (hi_u - lo_u).clamp(min=bins / torch.finfo(x.dtype).max)
-    # bin = floor((d - low) * scale): the uint8 cast in _bincount truncates, which floors here
+    # bin = floor((d - low) * scale): the int16 cast in _bincount truncates, which floors here
     hist = _bincount(d.sub_(low).mul_(scale).clamp_(0, bins - 1), small, bins)
-    head = [total_u, weighted, bad, nonzero.to(x.dtype), lo0, hi0, lo_u, hi_u, size, norm]
+    head = [total_u, weighted, bad, nonzero, lo0, hi0, lo_u, hi_u, size, norm]
     wide = torch.float32 if x.device.type == "mps" else torch.float64  # MPS has no float64
     packed = torch.cat([torch.stack([*head, low, scale]).to(wide), hist.to(wide)]).cpu().numpy()
     return _unpack(packed, t, numel, bins, note, np.dtype(str(x.dtype).removeprefix("torch.")))
@@ -134,7 +137,9 @@ def tensor_stats(tensor: torch.Tensor, bins: int = BINS) -> TensorStats:
 def _bincount(index: torch.Tensor, small: torch.Tensor, bins: int) -> torch.Tensor:
     """Counts of each bin of a float tensor of whole numbers in ``[0, bins)``."""
     if index.device.type == "cpu" and bins <= 256:
-        return torch.bincount(small.copy_(index), minlength=bins)  # uint8: 8x less than int64
+        # int16: a quarter of int64's memory, and float -> int16 converts about 10x faster
+        # than float -> uint8 on x86 CPUs (2M values: 0.25 ms instead of 2.4 ms)
+        return torch.bincount(small.copy_(index), minlength=bins)
     index = index.floor()
     # bincount sizes its output from the data, which syncs on accelerators; scatter does not
     ones = torch.ones(1, dtype=torch.int64, device=index.device).expand(index.numel())
