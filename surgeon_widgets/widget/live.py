@@ -8,9 +8,11 @@ after ``bn1``: "Output 0 of BackwardHookFunction is a view and is being modified
 
 A hook that is not due returns before any reduction: at most ``max_rate`` updates a second
 per layer, and no more often than keeps reductions within ``budget`` (2%) of wall time, so big
-tensors on a slow device update less often instead of slowing training down. ``max_rate=0``
-updates on every call. Errors inside our hooks go to ``on_error`` and the log; the user's
-forward and backward go on.
+tensors on a slow device update less often instead of slowing training down. Each layer still
+updates at least once a second (``MAX_WAIT``), unless one update of every selected layer takes
+longer than ``budget`` of that second: then each waits at most that total over ``budget``
+(12 layers of 2M values on a CPU: about 2.5 s). ``max_rate=0`` updates on every call.
+Errors inside our hooks go to ``on_error`` and the log; the user's forward and backward go on.
 
 Every hook first checks :func:`~surgeon_widgets.engine.guard.inert`: under fx / export /
 functorch / fake tensors and inside the package's own forwards it returns at once, so traces
@@ -52,7 +54,7 @@ from .steps import StepClock
 
 __all__ = ["LiveHooks", "leaf_label", "meta_values"]
 
-MAX_WAIT = 1.0  # seconds: the longest the time budget may hold an update back
+MAX_WAIT = 1.0  # seconds: the longest the time budget holds an update back, while affordable
 
 log = logging.getLogger("surgeon_widgets.explorer")
 MAX_PENDING_GRAD_HOOKS = 16  # per layer: forwards without a backward (eval loops) keep none
@@ -121,6 +123,11 @@ class LiveHooks:
         for name in self._attached - wanted:
             self.registry.remove(name)
             self._grad_hooks.remove(name)
+        # the costs of keys no longer updated would hold the others back (see _spacing)
+        self._cost = {
+            k: c for k, c in self._cost.items()
+            if _layer_of(k[0], wanted) and (gradients or k[1] != "gradient")
+        }  # fmt: skip
         me = weakref.ref(self)  # hooks must not keep the widget alive
         for name in sorted(wanted - self._attached):
             module = self.model.get_submodule(name)
@@ -144,18 +151,26 @@ class LiveHooks:
         With ``max_rate > 0`` an update is due at most ``max_rate`` times a second, and no more
         often than keeps the time spent reducing under ``budget`` of the wall time (shared by
         every hooked key), so slow reductions of big tensors update less often, but still at
-        least once every ``MAX_WAIT`` seconds: a live view must stay live.
+        least once every ``MAX_WAIT`` seconds (a live view must stay live) while one update of
+        every key fits ``budget`` of that; past it, at least once every total cost / ``budget``.
         """
         step = max(self.clock.step, 0)
         if self.max_rate > 0:
             now = time.monotonic()
-            keys = len(self._attached) * (2 if self.gradients else 1)
-            spaced = min(self._cost.get(key, 0.0) * keys / self.budget, MAX_WAIT)
-            wait = max(1.0 / self.max_rate, spaced)
-            if now - self._last.get(key, -1e9) < wait:
+            elapsed = now - self._last.get(key, -1e9)
+            if elapsed < 1.0 / self.max_rate or elapsed < self._spacing(key):
                 return False, step
             self._last[key] = now
         return True, step
+
+    def _spacing(self, key: tuple[str, str]) -> float:
+        """Seconds between two updates of ``key`` that keep reductions within the budget."""
+        keys = len(self._attached) * (2 if self.gradients else 1)
+        spaced = self._cost.get(key, 0.0) * keys / self.budget
+        # MAX_WAIT keeps every view live, but not at any price: a round of every key's update
+        # may take at most ``budget`` of the longest wait
+        longest = max(MAX_WAIT, sum(self._cost.values()) / self.budget)
+        return min(spaced, longest)
 
     def report(
         self,
@@ -213,6 +228,11 @@ class LiveHooks:
                 leaf = leaf_label("grad_output", label)
                 hook = _grad_hook(me, name, leaf, step, training)
                 self._grad_hooks.tensor(t, hook, name=name)
+
+
+def _layer_of(key: str, layers: set[str]) -> bool:
+    """Is ``key`` (``layer`` or ``layer/leaf``) of one of ``layers``?"""
+    return key in layers or any(key.startswith(f"{name}/") for name in layers)
 
 
 def meta_values(value: Any) -> bool:
