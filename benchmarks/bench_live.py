@@ -11,9 +11,9 @@ steps between cost microseconds. So each arm runs in blocks of consecutive steps
 several seconds (longer than the throttle's longest wait), and a block's figure is its *mean*
 step time: a median of single steps would hide the steps that reduce. The first step of a block
 is not timed: after the other arms ran, every layer is overdue there, which never happens in a
-training loop that does not pause. Ratios are medians over rounds of the block means, against
-the plain arm, on two clocks: wall time (``perf_counter``) and the process's CPU time
-(``process_time``, steadier on a shared machine).
+training loop that does not pause. A ratio is the median over rounds of a block's mean over the
+plain arm's block of the same round, on two clocks: wall time (``perf_counter``) and the
+process's CPU time (``process_time``, steadier on a shared machine).
 
 Eager: ResNet-18 and a small CNN (15 leaf modules), batch 8 at 64x64; bar (issue 9) 1.05 on
 both clocks. Compiled: the small CNN, printed without a bar, with dynamo's graph breaks per arm.
@@ -134,9 +134,14 @@ def measure(
     plain = {c: statistics.median(per["plain"][c]) for c in CLOCKS}
     print(f"# [{label}] plain train step {plain['wall'] * 1e3:.1f} ms wall, "
           f"{plain['cpu'] * 1e3:.1f} ms CPU; {rounds} rounds x {seconds:g} s blocks per arm "
-          f"(block means, medians of rounds); warm-up {warm:.1f} s")  # fmt: skip
+          f"(block means; medians of per-round ratios); warm-up {warm:.1f} s")  # fmt: skip
     for arm in order[1:]:
-        ratio = {c: statistics.median(per[arm][c]) / plain[c] for c in CLOCKS}
+        # each round's block against the plain block of the same round: load that drifts
+        # between rounds cancels
+        ratio = {
+            c: statistics.median(a / b for a, b in zip(per[arm][c], per["plain"][c], strict=True))
+            for c in CLOCKS
+        }
         what = "noise_control_plain" if arm == "noise_control" else f"live_explorer_{arm}"
         line = f"[{label}] {what}/plain: {ratio['wall']:.3f} wall, {ratio['cpu']:.3f} CPU"
         if arm == "noise_control":
