@@ -98,9 +98,11 @@ class HookRegistry:
 
     def remove(self, name: str | None = None) -> int:
         """Remove every hook (or only those attached to ``name``); return how many."""
+        keep: list[HookRecord] = []
+        drop: list[HookRecord] = []
         with self._lock:
-            keep = [r for r in self._records if name is not None and r.name != name]
-            drop = [r for r in self._records if r not in keep]
+            for record in self._records:  # one pass: live views remove one layer's often
+                (keep if name is not None and record.name != name else drop).append(record)
             self._records = keep
         for record in drop:
             record.handle.remove()

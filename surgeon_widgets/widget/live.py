@@ -105,6 +105,7 @@ class LiveHooks:
         self.gradients = False
         self.registry = HookRegistry("Explorer")
         self._grad_hooks = HookRegistry("Explorer gradients")
+        self._pending: dict[str, int] = {}  # gradient hooks per layer in _grad_hooks
         self._attached: set[str] = set()
         self._last: dict[tuple[str, str], float] = {}
         self._cost: dict[tuple[str, str], float] = {}  # seconds the last update took
@@ -120,9 +121,11 @@ class LiveHooks:
         self.gradients = gradients
         if not gradients:
             self._grad_hooks.remove()
+            self._pending.clear()
         for name in self._attached - wanted:
             self.registry.remove(name)
             self._grad_hooks.remove(name)
+            self._pending.pop(name, None)
         # the costs of keys no longer updated would hold the others back (see _spacing)
         self._cost = {
             k: c for k, c in self._cost.items()
@@ -138,6 +141,7 @@ class LiveHooks:
         """Remove every hook."""
         self.registry.remove()
         self._grad_hooks.remove()
+        self._pending.clear()
         self._attached = set()
         if self._own_clock:
             self.clock.close()
@@ -219,8 +223,9 @@ class LiveHooks:
         """Put a gradient hook on every leaf of ``output`` that will get a gradient."""
         if not torch.is_grad_enabled():
             return
-        if sum(1 for _, n in self._grad_hooks.list() if n == name) >= MAX_PENDING_GRAD_HOOKS:
+        if self._pending.get(name, 0) >= MAX_PENDING_GRAD_HOOKS:
             self._grad_hooks.remove(name)
+            self._pending[name] = 0
         me = weakref.ref(self)
         step, training = max(self.clock.step, 0), self.clock.training  # of this forward
         for label, t in iter_tensors(output):
@@ -228,6 +233,7 @@ class LiveHooks:
                 leaf = leaf_label("grad_output", label)
                 hook = _grad_hook(me, name, leaf, step, training)
                 self._grad_hooks.tensor(t, hook, name=name)
+                self._pending[name] = self._pending.get(name, 0) + 1
 
 
 def _layer_of(key: str, layers: set[str]) -> bool:
