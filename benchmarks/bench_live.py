@@ -76,6 +76,18 @@ def kernel_send(sent: list[int]) -> Callable:
     return send
 
 
+def timed_reports(ex: Explorer, spent: list[float]) -> None:
+    """Add the CPU time of each of the Explorer's reductions (stats and send) to ``spent``."""
+    report = ex._live.report
+
+    def timed(*args: object, **kwargs: object) -> None:
+        start = time.process_time()
+        report(*args, **kwargs)  # type: ignore[arg-type]
+        spent.append(time.process_time() - start)
+
+    ex._live.report = timed  # type: ignore[method-assign]
+
+
 def graph_breaks() -> int:
     return sum(torch._dynamo.utils.counters["graph_break"].values())
 
@@ -105,6 +117,7 @@ def measure(
     explorers: dict[str, Explorer] = {}
     sent: dict[str, list[int]] = {}
     breaks: dict[str, int] = {}
+    reduced: dict[str, list[float]] = {}  # CPU seconds of each reduction
     started = time.perf_counter()
     for arm, k in arms.items():
         if arm == "noise_control":  # the plain step again, timed as another arm
@@ -115,20 +128,25 @@ def measure(
         if k:
             ex = explorers[arm] = Explorer(run, selected=spread_leaves(model, k))
             ex.send = kernel_send(sent.setdefault(arm, []))  # type: ignore[method-assign]
+            timed_reports(ex, reduced.setdefault(arm, []))
         steps[arm] = trainer(model, run, x, y)
         before = graph_breaks()
         for _ in range(3):
             steps[arm]()  # warm up (and compile)
         breaks[arm] = graph_breaks() - before
         sent.get(arm, []).clear()
+        reduced.get(arm, []).clear()
     warm = time.perf_counter() - started
     per: dict[str, dict[str, list[float]]] = {arm: {c: [] for c in CLOCKS} for arm in arms}
     ran = dict.fromkeys(arms, 0.0)  # wall seconds, for the update rate
+    ran_cpu = dict.fromkeys(arms, 0.0)
     order = list(arms)
     for r in range(rounds):
         for arm in order[r % len(order) :] + order[: r % len(order)]:  # rotating order
+            cpu = time.process_time()
             means, elapsed = block(steps[arm], seconds)
             ran[arm] += elapsed
+            ran_cpu[arm] += time.process_time() - cpu
             for clock, value in means.items():
                 per[arm][clock].append(value)
     plain = {c: statistics.median(per["plain"][c]) for c in CLOCKS}
@@ -156,8 +174,10 @@ def measure(
         records = len(ex._history)
         assert records > 0, f"{label}: the live Explorer recorded nothing"
         assert ex.errors == [], ex.errors
+        share = sum(reduced[arm]) / ran_cpu[arm]
         print(f"# [{label}] {arm}: {len(sent[arm]) / ran[arm]:.1f} updates/s sent while it ran, "
-              f"{statistics.median(sent[arm]):.0f} bytes median")  # fmt: skip
+              f"{statistics.median(sent[arm]):.0f} bytes median; reductions took {share:.1%} "
+              f"of its CPU time ({len(reduced[arm])} of them)")  # fmt: skip
         ex.close()
 
 
