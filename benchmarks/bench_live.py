@@ -176,7 +176,7 @@ def measure(
                 per[arm][clock].append(value)
     plain = {c: statistics.median(per["plain"][c]) for c in CLOCKS}
     print(f"# [{label}] plain train step {plain['wall'] * 1e3:.1f} ms wall, "
-          f"{plain['cpu'] * 1e3:.1f} ms CPU; {rounds} rounds x {seconds:g} s blocks per arm "
+          f"{plain['cpu'] * 1e3:.1f} ms CPU; {rounds} rounds of blocks of >= {seconds:g} s per arm "
           f"(block means; medians of per-round ratios); warm-up {warm:.1f} s")  # fmt: skip
     for arm in order[1:]:
         # each round's block against the plain block of the same round: load that drifts
