@@ -122,15 +122,6 @@ def test_select_attaches_only_selected_and_removes(make):
     assert live_hooks() == []
 
 
-def test_deleting_the_widget_removes_hooks():
-    model = SomeModel()
-    ex = Explorer(model)
-    ex.select(["layer2"])
-    assert live_hooks()
-    ex.__del__()  # what garbage collection runs; ipywidgets keeps a reference until close()
-    assert live_hooks() == [] and not model.layer2._forward_hooks
-
-
 def test_unknown_and_node_names(make):
     ex = make(SomeModelFn())
     with pytest.raises(UnknownNameError, match="'layer2'"):

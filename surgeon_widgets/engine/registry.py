@@ -2,7 +2,8 @@
 
 Every hook the package registers goes through a :class:`HookRegistry`, which keeps the
 handle together with what it belongs to, so that state is visible (``repr``, :meth:`list`)
-and every registration has a removal on every path (``with`` block, :meth:`remove`).
+and every registration has a removal on every path (``with`` block, :meth:`remove`, and the
+registry's own collection: the hooks go with it, even when it dies in a reference cycle).
 
 Example:
     >>> import torch
@@ -56,6 +57,9 @@ class HookRegistry:
         self._records: list[HookRecord] = []
         self._lock = threading.Lock()
         _LIVE.add(self)
+        # Not __del__: in a collected cycle the handles' weak references to the hook dicts are
+        # already cleared; the finalizer keeps the records (and so the handles) reachable.
+        weakref.finalize(self, _remove_records, self._records).atexit = False
 
     def _add(self, kind: str, name: str, handle: Any) -> Any:
         with self._lock:
@@ -103,7 +107,7 @@ class HookRegistry:
         with self._lock:
             for record in self._records:  # one pass: live views remove one layer's often
                 (keep if name is not None and record.name != name else drop).append(record)
-            self._records = keep
+            self._records[:] = keep  # in place: the collection callback holds this list
         for record in drop:
             record.handle.remove()
         return len(drop)
@@ -128,6 +132,12 @@ class HookRegistry:
             kinds[kind] = kinds.get(kind, 0) + 1
         counts = ", ".join(f"{k}={v}" for k, v in kinds.items()) or "none"
         return f"HookRegistry(owner={self.owner!r}, hooks: {counts})"
+
+
+def _remove_records(records: list[HookRecord]) -> None:
+    for record in records:
+        record.handle.remove()
+    records.clear()
 
 
 def live_hooks() -> list[tuple[str, str, str]]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import logging
 import threading
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from torch import nn
 
 from ..engine.naming import UnknownNameError, closest, split_call_suffix
 from ..engine.tracing import ExampleInputs
-from . import ownership, tree
+from . import hook_guards, ownership, tree
 from .attention_figure import attention_figure
 from .attention_tokens import normalize_tokens
 from .attention_view import AttentionView
@@ -67,16 +68,24 @@ class Explorer(CutPanel, FrontEnd):
     Every forward your own code runs updates the selected layers' histogram, mean, std,
     min/max, share of zeros and NaN/Inf counts (and their gradients with ``gradients=True``),
     at most ``max_rate`` times a second per layer and within ~2% of wall time (``max_rate=0``:
-    every forward). ``close()`` (or deselecting) removes every hook. A click made while your
-    training cell runs takes effect at the model's next forward (``clicks`` says how it gets
-    there: ``"subshell"``, ``"drain"``, or ``"note"``: only when the cell finishes).
+    every forward). A click made while your training cell runs takes effect at the model's next
+    forward (``clicks`` says how it gets there: ``"subshell"``, ``"drain"``, or ``"note"``:
+    only when the cell finishes), also while ``torch.compile(model)`` runs.
+
+    What removes the hooks: deselecting, ``close()``, a newer Explorer on the same model, or
+    the Explorer's garbage collection (nothing of the package keeps it alive). In a notebook
+    ``del explorer`` alone does not collect it: ipywidgets 8 keeps every widget in
+    ``ipywidgets.widgets.widget._instances`` and in its open comm, so that a displayed widget
+    with no name left still works after a page reload. Call ``close()``.
 
     A step is one forward of ``model`` (shared by every layer, gradient and attention map;
     records also say train/eval). Forwards and traces the package runs itself are never
     recorded, and the hooks stay out of every trace (fx, export, fake / meta tensors). One live
     Explorer per model: a new one takes the model over and the older ones remove their hooks
     (``replaced`` says so). ``torch.compile(model)`` works: names are the model's own, and
-    selected attention layers run eagerly to record their maps (``notes`` says so).
+    selected attention layers run eagerly to record their maps (``notes`` says so). While an
+    Explorer lives, dynamo guards modules' hooks, so a selection change recompiles instead of
+    being ignored (:mod:`.hook_guards`: your own setting comes back after the last one).
 
     Args:
         model: any ``nn.Module`` (a model on the meta device works: nothing is allocated).
@@ -140,6 +149,10 @@ class Explorer(CutPanel, FrontEnd):
             )
         self._watched = model  # what the user calls: the root of a step (a compiled wrapper)
         model = self._model = unwrap(model)  # names, hooks and traces: the model's own
+        self._lease = hook_guards.hold(model)  # dynamo sees our hooks while this Explorer lives
+        # Collection removes the hooks (each HookRegistry's own finalizer) and lets go of the
+        # rest; nothing it registers holds the Explorer itself (hooks hold their parts weakly).
+        weakref.finalize(self, _collected, weakref.ref(model), self._lease).atexit = False
         self._example_inputs = example_inputs
         self._module_rows = tree.module_rows(model)
         self._layers = [r["name"] for r in self._module_rows]
@@ -303,6 +316,9 @@ class Explorer(CutPanel, FrontEnd):
             hooks = getattr(self, part, None)
             if hooks is not None:
                 hooks.close()
+        lease = getattr(self, "_lease", None)
+        if lease is not None:
+            lease.release()  # no hook of ours left for dynamo to guard
 
     def _replaced_by_newer(self) -> None:
         """A newer Explorer took this model over: remove every hook, say so, keep the history."""
@@ -311,8 +327,7 @@ class Explorer(CutPanel, FrontEnd):
         self.hooks = []
 
     def __del__(self) -> None:
-        self._release()  # ipywidgets' own __del__ closes too; ours also removes the hooks
-        super().close()
+        super().close()  # as ipywidgets' own __del__ (not our close(): no trait changes here)
 
     def __repr__(self) -> str:
         return (
@@ -497,6 +512,14 @@ class Explorer(CutPanel, FrontEnd):
                 "layer",
                 "Hint: live stats are for modules; get_layers(model) lists them",
             )
+
+
+def _collected(model: weakref.ref[nn.Module], lease: hook_guards.Lease) -> None:
+    """A collected Explorer: its hooks went with their registries; give the rest back."""
+    lease.release()
+    watched = model()
+    if watched is not None:
+        ownership.release(watched, None)  # only if no newer Explorer owns it
 
 
 def _node_message(name: str, modules: frozenset[str]) -> str:

@@ -7,6 +7,7 @@ defaults and wire forms: ``js/PROTOCOL.md``.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import anywidget
@@ -17,11 +18,21 @@ __all__ = ["FrontEnd"]
 STATIC = Path(__file__).resolve().parent.parent / "static"
 
 
+def _bundle(name: str) -> str | Path:
+    """The file's text; its path only for hot reload (``ANYWIDGET_HMR=1``, a development setup).
+
+    Given a path, anywidget 0.11 connects every widget to the file's ``changed`` signal with a
+    strong reference, so no Explorer could ever be collected (and remove its hooks).
+    """
+    path = STATIC / name
+    return path if os.environ.get("ANYWIDGET_HMR") == "1" else path.read_text(encoding="utf-8")
+
+
 class FrontEnd(anywidget.AnyWidget):
     """The bundle (``static/explorer.js`` / ``.css``) and the traits shared by every view."""
 
-    _esm = STATIC / "explorer.js"
-    _css = STATIC / "explorer.css"
+    _esm = _bundle("explorer.js")
+    _css = _bundle("explorer.css")
 
     rows = t.List(t.Dict()).tag(sync=True)
     shapes = t.Dict().tag(sync=True)

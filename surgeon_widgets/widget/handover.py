@@ -10,7 +10,11 @@ change applies at once, after anything still pending, so the order of changes is
 
 The pre-hook is registered only while a change is pending or the drain fallback (see
 :mod:`.kernel_comms`) is on, which reads this widget's pending messages from it (about a
-microsecond per forward between two drains).
+microsecond per forward between two drains). It sits on the model as the user calls it (the
+``torch.compile`` wrapper, outside the compiled region). Where dynamo traces the root's hooks
+anyway (``torch.compile`` applied to the module later, or to a ``torch.nn`` container, whose
+hooks dynamo inlines), the hook runs eagerly through ``torch.compiler.disable`` (one graph
+break, only while it is registered), so a click still applies at the next forward.
 
 >>> import threading, torch
 >>> from torch import nn
@@ -37,11 +41,11 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-import torch
 from torch import nn
 
 from ..engine import guard
 from ..engine.registry import HookRegistry
+from .compiled import compile_safe
 
 __all__ = ["Handover", "messages_on_model_thread"]
 
@@ -155,8 +159,6 @@ def messages_on_model_thread(
 
 def _pre_hook(me: weakref.ref[Handover]):
     def hook(module: nn.Module, args: Any) -> None:
-        if torch.compiler.is_compiling():  # traced into nothing: no guard on our state
-            return
         inbox = me()
         if inbox is None:
             return
@@ -166,4 +168,4 @@ def _pre_hook(me: weakref.ref[Handover]):
         if inbox._inbox and not (guard.is_internal() or guard.tracing()):
             inbox.flush()
 
-    return hook
+    return compile_safe(hook)  # under torch.compile: eagerly, never traced into the graph

@@ -7,12 +7,8 @@ mode. Forwards the package runs itself (:func:`~surgeon_widgets.engine.guard.int
 traces (fx, export, fake or meta values) never count.
 
 For a ``torch.compile``'d model the hook sits on the compiled wrapper, outside the compiled
-region, so it costs no graph break. A clock switches dynamo's hook guards on for the process
-(``torch._dynamo.config.skip_nnmodule_hook_guards = False``; dynamo's default skips them and
-then runs whichever hooks a module had when it was first compiled, for every module of that
-class), so adding or removing a layer's hook recompiles instead of being silently ignored.
-Given a compiled wrapper or a model with blocks compiled in place (``block.compile()``), it also
-drops dynamo's code compiled before (``torch.compiler.reset``).
+region, so it costs no graph break. (That dynamo notices hooks added after a compile is the
+Explorer's :mod:`.hook_guards` lease, not the clock's: a clock changes no global state.)
 
 Other parts may run code on the model thread at the start of each forward (e.g. trait changes
 posted from another thread) with their own root pre-hook; the clock does not depend on order.
@@ -32,12 +28,11 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
-import torch
 from torch import nn
 
 from ..engine import guard
 from ..engine.registry import HookRegistry
-from .compiled import compile_safe, compiled_parts, is_compiled, unwrap
+from .compiled import compile_safe, is_compiled, unwrap
 
 __all__ = ["StepClock"]
 
@@ -56,10 +51,6 @@ class StepClock:
         self.training = unwrap(model).training
         self.compiled = is_compiled(model)
         self.registry = HookRegistry("Explorer steps")
-        torch._dynamo.config.skip_nnmodule_hook_guards = False
-        if self.compiled or compiled_parts(unwrap(model)):
-            # Code compiled before now has no guards on hooks and would skip ours: recompile.
-            torch.compiler.reset()
         if attached:
             self.attach()
 
