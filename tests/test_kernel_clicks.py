@@ -244,3 +244,86 @@ def test_click_during_a_cell_applies_at_the_next_forward(kernel):
         time.sleep(0.2)
     io.read_until(lambda: io.idle_for(after), 30)
     assert io.stdout(after).startswith("alive ['0']"), io.stdout(after)
+
+
+COMPILED_SETUP = """\
+import gc, json, time, torch
+from torch import nn
+from surgeon_widgets.widget.explorer import Explorer
+torch.set_num_threads(1)
+model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))  # dynamo inlines its hooks
+ex = Explorer(model, max_rate=0)
+compiled = torch.compile(model, backend="eager")  # compiled after the Explorer was made
+compiled(torch.randn(32, 8))
+print(json.dumps({"comm": ex.comm.comm_id, "clicks": ex.clicks}))
+"""
+
+COMPILED_TRAIN = """\
+end = time.monotonic() + {seconds}
+step = 0
+while time.monotonic() < end:
+    compiled(torch.randn(32, 8))
+    step += 1
+    if step % 50 == 0:
+        print("tick", step, flush=True)
+    time.sleep(0.005)
+print("trained", step, ex.selected)
+"""
+
+AFTER_DEL = """\
+def hook_count(m):
+    return sum(len(x._forward_hooks) + len(x._forward_pre_hooks) for x in m.modules())
+kept = hook_count(model)
+del ex
+gc.collect()
+import ipywidgets.widgets.widget as W
+mine = [w for w in W._instances.values() if type(w).__name__ == "Explorer"]
+print(json.dumps({"kept": kept, "after_del": hook_count(model), "alive": len(mine)}))
+mine[0].close()
+print(json.dumps({"after_close": hook_count(model)}))
+"""
+
+
+def test_click_applies_during_a_compiled_loop_and_del_alone_keeps_the_widget():
+    """Subshell mode: torch.compile(model) trains; a click still lands at its next forward.
+
+    Then what the docs say: ``del ex`` in a kernel does not collect the Explorer (ipywidgets 8
+    holds every widget), so its hooks stay until ``close()``.
+    """
+    env = {**os.environ, "PYTHONPATH": str(REPO), "SURGEON_WIDGETS_CLICKS": "auto",
+           "OMP_NUM_THREADS": "1"}  # fmt: skip
+    km = KernelManager(kernel_name="python3")
+    km.start_kernel(env=env, extra_arguments=["--HistoryManager.enabled=False"])
+    kc = km.client()
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=90)
+        io = Iopub(kc)
+        setup = kc.execute(COMPILED_SETUP)
+        io.read_until(lambda: io.idle_for(setup), 180)
+        info = json.loads(io.stdout(setup).strip().splitlines()[-1])
+        assert info["clicks"] == "subshell", info
+        comm_id = info["comm"]
+        train = kc.execute(COMPILED_TRAIN.format(seconds=8))
+        io.read_until(lambda: "tick" in io.stdout(train), 60)
+        comm_update(kc, comm_id, {"selected": ["2"]})
+        io.read_until(lambda: io.idle_for(train), 60)
+        ended = io.first(
+            lambda m: m["msg_type"] == "stream"
+            and m["parent_header"].get("msg_id") == train
+            and "trained" in m["content"]["text"]
+        )
+        hooked, stats = io.first(hooks_on(comm_id, "2")), io.first(stats_of(comm_id, "2"))
+        assert ended is not None and hooked is not None, io.stdout(train)
+        assert hooked < ended and stats is not None and stats < ended  # during the loop
+        assert "['2']" in io.stdout(train)
+
+        after = kc.execute(AFTER_DEL)
+        io.read_until(lambda: io.idle_for(after), 60)
+        lines = [json.loads(line) for line in io.stdout(after).strip().splitlines()]
+        assert lines[0]["kept"] >= 2  # layer 2's forward hook and the step clock
+        assert lines[0]["after_del"] == lines[0]["kept"] and lines[0]["alive"] == 1
+        assert lines[1] == {"after_close": 0}
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
