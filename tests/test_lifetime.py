@@ -59,6 +59,19 @@ def guards_default():
     config.skip_nnmodule_hook_guards = before
 
 
+def test_a_registry_collected_in_a_reference_cycle_removes_its_hooks():
+    from surgeon_widgets.engine.registry import HookRegistry
+
+    model = nn.Sequential(nn.Linear(2, 2))
+    owner = {"registry": HookRegistry("cycle")}
+    owner["self"] = owner  # only the cycle collector can free it (a __del__ would be too late)
+    owner["registry"].forward(model[0], lambda m, i, o: None, name="0")
+    owner["registry"].tensor(model[0].weight, lambda g: None, name="0")
+    del owner
+    gc.collect()
+    assert sum(hook_counts(model).values()) == 0
+
+
 def test_a_collected_explorer_leaves_no_hook_and_the_model_trains(guards_default):
     model = torchvision.models.resnet18(num_classes=10)
     x = torch.randn(2, 3, 64, 64)

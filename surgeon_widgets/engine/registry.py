@@ -34,6 +34,7 @@ from torch.utils.hooks import RemovableHandle
 __all__ = ["HookRecord", "HookRegistry", "live_hooks"]
 
 _LIVE: weakref.WeakSet[HookRegistry] = weakref.WeakSet()
+_COLLECTED: set[weakref.ref[HookRegistry]] = set()  # one per live registry, see __init__
 
 
 @dataclass(frozen=True)
@@ -58,8 +59,8 @@ class HookRegistry:
         self._lock = threading.Lock()
         _LIVE.add(self)
         # Not __del__: in a collected cycle the handles' weak references to the hook dicts are
-        # already cleared; the finalizer keeps the records (and so the handles) reachable.
-        weakref.finalize(self, _remove_records, self._records).atexit = False
+        # already cleared. This callback keeps the records (and so the handles) reachable.
+        _COLLECTED.add(weakref.ref(self, _on_collected(self._records)))
 
     def _add(self, kind: str, name: str, handle: Any) -> Any:
         with self._lock:
@@ -134,10 +135,14 @@ class HookRegistry:
         return f"HookRegistry(owner={self.owner!r}, hooks: {counts})"
 
 
-def _remove_records(records: list[HookRecord]) -> None:
-    for record in records:
-        record.handle.remove()
-    records.clear()
+def _on_collected(records: list[HookRecord]) -> Callable[[weakref.ref[HookRegistry]], None]:
+    def remove(ref: weakref.ref[HookRegistry]) -> None:
+        _COLLECTED.discard(ref)
+        for record in records:
+            record.handle.remove()
+        records.clear()
+
+    return remove
 
 
 def live_hooks() -> list[tuple[str, str, str]]:
