@@ -156,6 +156,19 @@ def test_dynamo_option_is_held_while_any_explorer_lives_then_restored(guards_def
     assert config.skip_nnmodule_hook_guards is True
 
 
+def test_a_failed_constructor_leaves_nothing_behind(guards_default):
+    model = torchvision.models.resnet18(num_classes=10)
+    def explorers() -> int:  # (a closed DOMWidget's Layout stays there: ipywidgets' own)
+        return sum(isinstance(w, Explorer) for w in ipywidget._instances.values())
+
+    widgets = explorers()
+    with pytest.raises(Exception, match=r"layer3\.O"):
+        Explorer(model, selected=["layer1", "layer3.O"])  # a letter O for a zero
+    assert sum(hook_counts(model).values()) == 0 and ownership.owner_of(model) is None
+    assert explorers() == widgets and hook_guards.holders() == 0
+    assert torch._dynamo.config.skip_nnmodule_hook_guards is True
+
+
 class Counting:
     """A dynamo backend that counts its compiles (and runs the graph as is)."""
 

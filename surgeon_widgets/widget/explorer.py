@@ -187,14 +187,21 @@ class Explorer(CutPanel, FrontEnd):
         previous = ownership.claim(model, self)
         if previous is not None:
             previous._replaced_by_newer()
-        self.on_msg(messages_on_model_thread(self._handover, self._on_msg, frozenset({"hello"})))
-        self.clicks = connect(self, self._handover)
-        if example_inputs is not None:
-            self._measure_shapes()
-        self.show_nodes = show_nodes
-        if selected:
-            self.select(selected)
-        self._cut_init()  # cut panel: node_in / node_out -> cut_report, code
+        try:
+            self.on_msg(
+                messages_on_model_thread(self._handover, self._on_msg, frozenset({"hello"}))
+            )
+            self.clicks = connect(self, self._handover)
+            if example_inputs is not None:
+                self._measure_shapes()
+            self.show_nodes = show_nodes
+            if selected:
+                self.select(selected)
+            self._cut_init()  # cut panel: node_in / node_out -> cut_report, code
+        except BaseException:  # e.g. a misspelt name in `selected`: leave nothing behind
+            self._release()
+            super().close()  # ipywidgets would keep the half-made widget for ever
+            raise
 
     @classmethod
     def from_run(

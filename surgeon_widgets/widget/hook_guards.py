@@ -38,11 +38,15 @@ from torch import nn
 
 from .compiled import unwrap
 
-__all__ = ["Lease", "hold", "holders"]
+__all__ = ["Lease", "forget_compiled", "hold", "holders"]
 
 _LOCK = threading.Lock()
-_state: dict[str, object] = {"holders": 0, "saved": None}
 _fresh: weakref.WeakSet[nn.Module] = weakref.WeakSet()  # code reset since the guards are on
+
+
+class _Held:
+    count = 0  # leases held now
+    saved = True  # the user's value before the first one
 
 
 class Lease:
@@ -56,21 +60,17 @@ class Lease:
             if not self._held:
                 return
             self._held = False
-            _state["holders"] = int(_state["holders"]) - 1  # type: ignore[call-overload]
-            if _state["holders"] == 0:
+            _Held.count -= 1
+            if _Held.count == 0:
                 config = torch._dynamo.config
                 if config.skip_nnmodule_hook_guards is False:  # else the user changed it since
-                    config.skip_nnmodule_hook_guards = bool(_state["saved"])
+                    config.skip_nnmodule_hook_guards = _Held.saved
                 _fresh.clear()
-
-    @property
-    def held(self) -> bool:
-        return self._held
 
 
 def holders() -> int:
-    """How many leases are held now."""
-    return int(_state["holders"])  # type: ignore[call-overload]
+    """How many leases are held now (one per live Explorer)."""
+    return _Held.count
 
 
 def hold(model: nn.Module) -> Lease:
@@ -81,9 +81,9 @@ def hold(model: nn.Module) -> Lease:
     root = unwrap(model)
     with _LOCK:
         config = torch._dynamo.config
-        if _state["holders"] == 0:
-            _state["saved"] = config.skip_nnmodule_hook_guards
-        _state["holders"] = int(_state["holders"]) + 1  # type: ignore[call-overload]
+        if _Held.count == 0:
+            _Held.saved = config.skip_nnmodule_hook_guards
+        _Held.count += 1
         config.skip_nnmodule_hook_guards = False
         stale = root not in _fresh
         _fresh.add(root)

@@ -42,7 +42,7 @@ def owner_of(model: nn.Module) -> Any | None:
 
 
 def release(model: nn.Module, owner: Any) -> None:
-    """Forget ``owner`` as ``model``'s owner (only if it still is)."""
+    """Forget ``owner`` as ``model``'s owner (only if it still is; ``None``: a collected one)."""
     with _LOCK:
         ref = _OWNERS.get(model)
         if ref is not None and ref() in (owner, None):
