@@ -28,6 +28,7 @@ True
 
 from __future__ import annotations
 
+import logging
 import threading
 import types
 import weakref
@@ -40,6 +41,7 @@ from .compiled import unwrap
 
 __all__ = ["Lease", "forget_compiled", "hold", "holders"]
 
+log = logging.getLogger("surgeon_widgets.explorer")
 _LOCK = threading.Lock()
 _fresh: weakref.WeakSet[nn.Module] = weakref.WeakSet()  # code reset since the guards are on
 
@@ -93,17 +95,24 @@ def hold(model: nn.Module) -> Lease:
 
 
 def forget_compiled(model: nn.Module) -> int:
-    """Drop dynamo's compiled code that can run ``model``'s modules; return the code count."""
-    from torch._C._dynamo.eval_frame import _debug_get_cache_entry_list, reset_code
-    from torch._dynamo import convert_frame
+    """Drop dynamo's compiled code that can run ``model``'s modules; return the code count.
 
-    dropped = 0
-    with convert_frame.compile_lock:
-        for code in _codes(model):
-            if _debug_get_cache_entry_list(code):
+    Rests on private dynamo APIs (per-code cache reset, resume-function cache); where one is
+    missing, falls back to ``torch.compiler.reset()`` (all compiled code) and returns ``-1``.
+    """
+    try:
+        from torch._C._dynamo.eval_frame import _debug_get_cache_entry_list, reset_code
+        from torch._dynamo import convert_frame
+
+        with convert_frame.compile_lock:
+            stale = [code for code in _codes(model) if _debug_get_cache_entry_list(code)]
+            for code in stale:
                 reset_code(code)
-                dropped += 1
-    return dropped
+        return len(stale)
+    except (ImportError, AttributeError, TypeError):
+        log.warning("Explorer: dynamo's per-code reset is missing; resetting all compiled code")
+        torch.compiler.reset()
+        return -1
 
 
 def _codes(model: nn.Module) -> Iterator[types.CodeType]:
