@@ -244,6 +244,18 @@ def post_from_another_thread(ex: Explorer, names: list[str]) -> None:
     assert ex._handover.pending == ["selected"]
 
 
+def test_a_first_selection_applied_at_a_forward_counts_that_forward():
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+    ex = Explorer(model, max_rate=0)
+    try:
+        post_from_another_thread(ex, ["2"])  # nothing was selected: no step clock yet
+        for _ in range(3):
+            model(torch.randn(4, 8))
+        assert ex.stats("2")["2/output"].steps == [0, 1, 2]  # was [0, 0, 1]
+    finally:
+        ex.close()
+
+
 @pytest.mark.parametrize("wrapped", [False, True], ids=["compiled-after", "compiled-wrapper"])
 def test_a_click_applies_at_the_next_forward_of_a_compiled_model(guards_default, wrapped):
     torch._dynamo.reset()

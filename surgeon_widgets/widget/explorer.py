@@ -392,7 +392,7 @@ class Explorer(CutPanel, FrontEnd):
         if modules and COMPILED not in self.notes and compiled_parts(self._model):
             self.notes = [*self.notes, COMPILED]  # blocks compiled after the Explorer was made
         if modules:
-            self._clock.attach()
+            self._clock.attach(this_forward=self._handover.in_forward)  # a click mid-forward
         else:
             self._clock.close()
         self._live.sync(modules, self.gradients)

@@ -71,6 +71,7 @@ class Handover:
         self._model = model
         self._poll: Callable[[], None] | None = None
         self.registry = HookRegistry("Explorer handover")  # the pre-hook, only while needed
+        self.in_forward = False  # applying from the pre-hook: a forward has begun
 
     @property
     def poll(self) -> Callable[[], None] | None:
@@ -163,9 +164,13 @@ def _pre_hook(me: weakref.ref[Handover]):
         if inbox is None:
             return
         poll = inbox._poll
-        if poll is not None and time.monotonic() >= getattr(poll, "next", 0.0):
-            poll()  # the drain: due at most every 100 ms; checks the tracers itself
-        if inbox._inbox and not (guard.is_internal() or guard.tracing()):
-            inbox.flush()
+        inbox.in_forward = True
+        try:
+            if poll is not None and time.monotonic() >= getattr(poll, "next", 0.0):
+                poll()  # the drain: due at most every 100 ms; checks the tracers itself
+            if inbox._inbox and not (guard.is_internal() or guard.tracing()):
+                inbox.flush()
+        finally:
+            inbox.in_forward = False
 
     return compile_safe(hook)  # under torch.compile: eagerly, never traced into the graph

@@ -54,11 +54,18 @@ class StepClock:
         if attached:
             self.attach()
 
-    def attach(self) -> None:
-        """Count forwards from now on (the Explorer attaches while any layer is selected)."""
+    def attach(self, this_forward: bool = False) -> None:
+        """Count forwards from now on (the Explorer attaches while any layer is selected).
+
+        ``this_forward``: called from another root pre-hook, in a forward that has begun (a
+        hook added now first runs at the next one): count this forward too.
+        """
         if len(self.registry):
             return
         self.registry.forward_pre(self.model, _tick(weakref.ref(self)), name="", with_kwargs=True)
+        if this_forward:
+            self.step += 1
+            self.training = unwrap(self.model).training
 
     def close(self) -> None:
         """Stop counting (remove the hooks); ``attach()`` resumes."""
