@@ -150,8 +150,8 @@ class Explorer(CutPanel, FrontEnd):
         self._watched = model  # what the user calls: the root of a step (a compiled wrapper)
         model = self._model = unwrap(model)  # names, hooks and traces: the model's own
         self._lease = hook_guards.hold(model)  # dynamo sees our hooks while this Explorer lives
-        # Collection removes the hooks (each HookRegistry's own finalizer) and lets go of the
-        # rest; nothing it registers holds the Explorer itself (hooks hold their parts weakly).
+        # Collection removes the hooks (each HookRegistry's own weakref callback) and lets go of
+        # the rest; nothing it registers holds the Explorer itself (hooks hold parts weakly).
         weakref.finalize(self, _collected, weakref.ref(model), self._lease).atexit = False
         self._example_inputs = example_inputs
         self._module_rows = tree.module_rows(model)
