@@ -114,10 +114,12 @@ def test_a_collected_explorer_with_attention_and_gradients_leaves_no_hook():
     model(input_ids=ids).last_hidden_state.sum().backward()
     assert ex._attention.latest(layers[0]) is not None and ex.stats("encoder.layer.0")
     assert sum(hook_counts(model).values()) > 0
+    assert all("forward" in model.get_submodule(n).__dict__ for n in layers)  # run_eagerly's
     alive = let_go(ex)
     del ex
     gc.collect()
     assert alive() is None and sum(hook_counts(model).values()) == 0
+    assert not any("forward" in m.__dict__ for m in model.modules())  # the class's forward again
     model(input_ids=ids).last_hidden_state.sum().backward()  # nothing of ours runs or fails
 
 
