@@ -13,35 +13,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "surgeon_widgets" / "notebooks" / "demo.ipynb"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
+sys.path.insert(0, str(REPO / "tests"))  # the helpers shared with the tests (plain Python)
 
-RUN_CELL = """async (i) => {
-    const panel = window.jupyterapp.shell.currentWidget;
-    panel.content.activeCellIndex = i;
-    await window.jupyterapp.commands.execute('notebook:run-cell');
-}"""
+from support.browser import CHROMIUM, launch, page_errors  # noqa: E402
+from support.jupyter import jupyter_server  # noqa: E402
+from support.notebook_page import HISTOGRAM_PAINTED, RUN_CELL, open_notebook  # noqa: E402
 
 # index of the first code cell whose source contains the text
 FIND_CELL = """(text) => window.jupyterapp.shell.currentWidget.content.widgets.findIndex(
@@ -54,34 +37,9 @@ ALL_DONE = """() => {
         || (cell.model.executionCount !== null && !cell.node.querySelector('.jp-mod-pending')));
 }"""
 
-CANVAS_PAINTED = """(layer) => {
-    const c = document.querySelector(
-        `.sw-explorer [data-layer="${layer}"] canvas[aria-label^="Histogram of ${layer}"]`);
-    if (!c || !c.width) return false;
-    const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
-    for (let i = 3; i < d.length; i += 4) if (d[i] > 0) return true;
-    return false;
-}"""
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_lab(root: Path, home: Path, dark: bool = False) -> tuple[subprocess.Popen, str]:
-    """JupyterLab on 127.0.0.1 (no token, isolated settings) serving ``root``; its base URL."""
-    env = {
-        **os.environ,
-        "JUPYTER_CONFIG_DIR": str(home / "config"),
-        "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
-        "JUPYTERLAB_SETTINGS_DIR": str(home / "settings"),
-        "JUPYTERLAB_WORKSPACES_DIR": str(home / "workspaces"),
-        "IPYTHONDIR": str(home / "ipython"),
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-    }
-    # a light theme without the "news" and update prompts
+def write_settings(home: Path, dark: bool) -> None:
+    """JupyterLab's light or dark theme, without the "news" and update prompts."""
     settings = home / "settings" / "@jupyterlab" / "apputils-extension"
     settings.mkdir(parents=True, exist_ok=True)
     (settings / "notification.jupyterlab-settings").write_text(
@@ -89,47 +47,6 @@ def start_lab(root: Path, home: Path, dark: bool = False) -> tuple[subprocess.Po
     )
     theme = "JupyterLab Dark" if dark else "JupyterLab Light"
     (settings / "themes.jupyterlab-settings").write_text(json.dumps({"theme": theme}))
-    port = free_port()
-    command = [
-        sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ip=127.0.0.1",
-        f"--port={port}", "--ServerApp.token=", "--ServerApp.password=",
-        "--ServerApp.disable_check_xsrf=True", "--LabApp.news_url=None",
-        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-        "--LabApp.expose_app_in_browser=True", f"--ServerApp.root_dir={root}",
-    ]  # fmt: skip
-    if hasattr(os, "geteuid") and os.geteuid() == 0:
-        command.append("--allow-root")
-    log = (home / "server.log").open("w")
-    proc = subprocess.Popen(
-        command, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-    )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while True:
-        if proc.poll() is not None:
-            raise RuntimeError(f"jupyter lab exited:\n{(home / 'server.log').read_text()[-3000:]}")
-        try:
-            with urllib.request.urlopen(f"{base}/api/status", timeout=2) as r:
-                if r.status == 200:
-                    return proc, base
-        except OSError:
-            pass
-        if time.monotonic() > deadline:
-            stop(proc)
-            raise RuntimeError(f"jupyter lab did not start:\n{(home / 'server.log').read_text()}")
-        time.sleep(0.3)
-
-
-def stop(proc: subprocess.Popen) -> None:
-    """SIGTERM the server's own process group (it shuts its kernels down), then SIGKILL."""
-    if proc.poll() is not None:
-        return
-    os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
 
 
 def shoot(base: str, out: Path, layer: str, timeout_s: float) -> None:
@@ -137,17 +54,11 @@ def shoot(base: str, out: Path, layer: str, timeout_s: float) -> None:
 
     ms = int(timeout_s * 1000)
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        browser = launch(p)
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 3200}, device_scale_factor=2)
-            errors: list[str] = []
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            page.goto(f"{base}/lab/tree/demo.ipynb?reset", timeout=ms)
-            page.wait_for_function(
-                "() => window.jupyterapp?.shell.currentWidget?.sessionContext?.session?.kernel",
-                timeout=ms,
-            )
-            page.evaluate("() => window.jupyterapp.shell.currentWidget.sessionContext.ready")
+            errors = page_errors(page)
+            open_notebook(page, base, "lab", "demo.ipynb", timeout_ms=ms)
             # single-document mode, no side bars: the notebook gets the whole window
             page.evaluate("() => window.jupyterapp.commands.execute('application:set-mode', "
                           "{mode: 'single-document'})")  # fmt: skip
@@ -174,7 +85,7 @@ def shoot(base: str, out: Path, layer: str, timeout_s: float) -> None:
             )
             print("panels after run-all:", first)
             for name in first:
-                page.wait_for_function(CANVAS_PAINTED, arg=name, timeout=ms)
+                page.wait_for_function(HISTOGRAM_PAINTED, arg=[0, name], timeout=ms)
 
             # select one more layer in the tree (Ctrl+click adds), then train again
             row = page.locator(f'.sw-explorer [role="treeitem"][data-name="{layer}"]')
@@ -185,7 +96,7 @@ def shoot(base: str, out: Path, layer: str, timeout_s: float) -> None:
             if index < 0:
                 raise RuntimeError("no training cell (with 'optimizer.step()') in the demo")
             page.evaluate(RUN_CELL, index)
-            page.wait_for_function(CANVAS_PAINTED, arg=layer, timeout=ms)
+            page.wait_for_function(HISTOGRAM_PAINTED, arg=[0, layer], timeout=ms)
             page.wait_for_timeout(1000)  # let the last update draw
 
             # show every selected layer's panel in full (the widget scrolls them otherwise)
@@ -206,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=300, help="seconds per wait")
     parser.add_argument("--dark", action="store_true", help="JupyterLab's dark theme")
     args = parser.parse_args(argv)
-    if not Path(CHROMIUM).exists():
+    if not CHROMIUM.exists():
         print(f"needs {CHROMIUM} (Debian's chromium package)", file=sys.stderr)
         return 2
     tmp = Path(tempfile.mkdtemp(prefix="surgeon-screenshot-"))
@@ -214,11 +125,9 @@ def main(argv: list[str] | None = None) -> int:
         root, home = tmp / "root", tmp / "home"
         root.mkdir()
         shutil.copyfile(DEMO, root / "demo.ipynb")
-        proc, base = start_lab(root, home, args.dark)
-        try:
+        write_settings(home, args.dark)
+        with jupyter_server("lab", root, home, timeout=120) as base:
             shoot(base, args.out.resolve(), args.layer, args.timeout)
-        finally:
-            stop(proc)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0

@@ -9,16 +9,15 @@ import hashlib
 import json
 import os
 import secrets
-import signal
 import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from importlib import resources
 from pathlib import Path
 
 import pytest
+from support.jupyter import jupyter_env
+from support.servers import free_port, http_get, repo_env, started, wait_for
 
 from surgeon_widgets import cli
 
@@ -28,12 +27,6 @@ SHIPPED = resources.files("surgeon_widgets") / "notebooks" / cli.DEMO
 
 def _digest(path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_demo_notebook_is_shipped_and_valid():
@@ -97,7 +90,7 @@ def test_main_passes_port_folder_and_prints_the_url_with_its_token(tmp_path, mon
     calls = []
     monkeypatch.setattr(cli.subprocess, "call", lambda command, env: calls.append((command, env)))
     monkeypatch.delenv("JUPYTER_TOKEN", raising=False)
-    port = _free_port()
+    port = free_port()
     assert cli.main(["demo", "--no-browser", "--port", str(port), "--dir", str(tmp_path)]) is None
     assert (tmp_path / cli.DEMO).is_file()
     ((command, env),) = calls
@@ -138,52 +131,23 @@ def test_help_is_plain_text_without_importing_torch():
 
 @pytest.mark.timeout(180)
 def test_demo_command_starts_a_server_on_127_0_0_1(tmp_path):
-    port = _free_port()
+    port = free_port()
     token = secrets.token_hex(16)
-    home = tmp_path / "home"
-    env = {
-        **os.environ,
-        "JUPYTER_CONFIG_DIR": str(home / "config"),
-        "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
-        "JUPYTERLAB_SETTINGS_DIR": str(home / "settings"),
-        "JUPYTERLAB_WORKSPACES_DIR": str(home / "workspaces"),
-        "IPYTHONDIR": str(home / "ipython"),
-        "JUPYTER_TOKEN": token,  # the server's token, so the test can authenticate
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-    }
+    # JUPYTER_TOKEN: the server's token, so the test can authenticate
+    env = jupyter_env(tmp_path / "home", JUPYTER_TOKEN=token)
     argv = ["demo", "--no-browser", "--port", str(port), "--dir", str(tmp_path / "work")]
     script = f"import sys; from surgeon_widgets.cli import main; sys.exit(main({argv!r}))"
-    log = (tmp_path / "server.log").open("w")
-    proc = subprocess.Popen(
-        [sys.executable, "-c", script], env=env, cwd=tmp_path, stdout=log,
-        stderr=subprocess.STDOUT, start_new_session=True,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 120
-        status = None
-        while status is None:
-            assert proc.poll() is None, (tmp_path / "server.log").read_text()[-3000:]
-            try:
-                request = urllib.request.Request(
-                    f"http://127.0.0.1:{port}/api/status",
-                    headers={"Authorization": f"token {token}"},
-                )
-                with urllib.request.urlopen(request, timeout=2) as r:
-                    status = (r.status, json.load(r))
-            except OSError:
-                assert time.monotonic() < deadline, (tmp_path / "server.log").read_text()[-3000:]
-                time.sleep(0.3)
-        assert status[0] == 200
-        assert "started" in status[1]
+    log = tmp_path / "server.log"
+    # stopped as a group on leaving: the CLI and its JupyterLab
+    with started([sys.executable, "-c", script], log, cwd=tmp_path, env=env) as proc:
+        url = f"http://127.0.0.1:{port}/api/status"
+        headers = {"Authorization": f"token {token}"}
+        status, body = wait_for(
+            lambda: http_get(url, headers), proc, log, timeout=120, what="surgeon-widgets demo"
+        )
+        assert status == 200
+        assert "started" in json.loads(body)
         assert (tmp_path / "work" / cli.DEMO).is_file()
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)  # our own session: the CLI and its JupyterLab
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        log.close()
 
 
 @pytest.mark.timeout(300)
@@ -194,8 +158,7 @@ def test_shipped_demo_notebook_runs_under_nbval(tmp_path):
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--nbval-lax", str(notebook),
          "-q", "--rootdir", str(notebook.parent), "-o", "addopts=", "-p", "no:randomly"],
         cwd=notebook.parent, capture_output=True, text=True, timeout=280,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(
-            filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))},
+        env=repo_env(),
     )  # fmt: skip
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     assert " passed" in result.stdout and "failed" not in result.stdout

@@ -13,7 +13,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
+from support.servers import free_port, http_get, started, wait_for
 
 from surgeon_widgets import cli
 
@@ -150,33 +150,22 @@ def test_wheel_in_a_fresh_venv_demo_needs_the_extra_then_serves(wheel, tmp_path)
     with_extra = run(*pip, f"{wheel}[demo]", env=env)
     assert with_extra.returncode == 0, with_extra.stdout[-2000:] + with_extra.stderr[-2000:]
 
-    port = cli.free_port()
+    port = free_port()
     work = tmp_path / "work"
-    log = (tmp_path / "server.log").open("w")
-    proc = subprocess.Popen(
-        [str(script), "demo", "--no-browser", "--port", str(port), "--dir", str(work)],
-        env=env, cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 120
-        url = None
-        while url is None:
-            assert proc.poll() is None, (tmp_path / "server.log").read_text()[-3000:]
-            found = re.search(r"open (http://\S+)", (tmp_path / "server.log").read_text())
-            url = found.group(1) if found else None
-            time.sleep(0.2)
+    log = tmp_path / "server.log"
+    command = [str(script), "demo", "--no-browser", "--port", str(port), "--dir", str(work)]
+    with started(command, log, cwd=tmp_path, env=env) as proc:
+
+        def printed_url():
+            found = re.search(r"open (http://\S+)", log.read_text())
+            return found.group(1) if found else None
+
+        url = wait_for(printed_url, proc, log, timeout=120, what="surgeon-widgets demo")
         assert url.startswith(f"http://127.0.0.1:{port}/lab/tree/{cli.DEMO}?token=")
         token = url.rsplit("=", 1)[1]
         contents = f"http://127.0.0.1:{port}/api/contents/{cli.DEMO}?token={token}"
-        notebook = None
-        while notebook is None:
-            assert proc.poll() is None, (tmp_path / "server.log").read_text()[-3000:]
-            try:
-                with urllib.request.urlopen(contents, timeout=2) as r:
-                    notebook = json.load(r)
-            except OSError:
-                assert time.monotonic() < deadline, (tmp_path / "server.log").read_text()[-3000:]
-                time.sleep(0.3)
+        _, body = wait_for(lambda: http_get(contents), proc, log, timeout=120, what="the lab")
+        notebook = json.loads(body)
         shipped = json.loads((REPO / "surgeon_widgets/notebooks" / cli.DEMO).read_text())
 
         def sources(cells):  # the API joins each source into one string
@@ -189,11 +178,3 @@ def test_wheel_in_a_fresh_venv_demo_needs_the_extra_then_serves(wheel, tmp_path)
         ).read_bytes()
         with urllib.request.urlopen(url, timeout=10) as r:  # the printed URL opens the lab
             assert r.status == 200 and "JupyterLab" in r.read().decode()
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        log.close()

@@ -11,30 +11,15 @@ from __future__ import annotations
 
 import functools
 import http.server
-import os
 import re
-import signal
-import socket
-import subprocess
-import sys
 import threading
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.browser import CHROMIUM, launch, page_errors
+from support.jupyter import jupyter_server
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 REPO = Path(__file__).resolve().parents[2]
 BUNDLE = REPO / "surgeon_widgets" / "static" / "explorer.js"
 
@@ -66,7 +51,7 @@ def chromium():
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+        b = launch(p)
         try:
             yield b
         finally:
@@ -127,9 +112,7 @@ def harness(browser, static_server):
         pytest.fail(f"{BUNDLE} missing: run `cd js && npm ci && npm run build`")
     context = browser.new_context(viewport={"width": 1000, "height": 800})
     page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    errors = page_errors(page, console=True)
     page.goto(f"{static_server}/tests/browser/harness.html")
     page.evaluate("() => window.harnessReady")
     yield page
@@ -137,94 +120,15 @@ def harness(browser, static_server):
     assert errors == [], f"browser errors: {errors}"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-# per app: the `jupyter` subcommand, its own flags, and the URL path opening a notebook
-JUPYTER_APPS = {
-    "lab": (
-        "lab",
-        [
-            "--LabApp.news_url=None",
-            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-            "--LabApp.expose_app_in_browser=True",
-        ],
-        "lab/tree",
-    ),
-    "notebook": ("notebook", ["--JupyterNotebookApp.expose_app_in_browser=True"], "notebooks"),
-}
-
-
-def notebook_url(base: str, app: str, name: str) -> str:
-    return f"{base}/{JUPYTER_APPS[app][2]}/{name}"
-
-
 def _jupyter_server(app: str, tmp_path_factory) -> Iterator[str]:
     """A Jupyter server (``app``: "lab" or "notebook") on 127.0.0.1 rooted in a temp dir.
 
     Exposes the app as ``window.jupyterapp``; yields the base URL.
     """
-    subcommand, flags, _ = JUPYTER_APPS[app]
     root = tmp_path_factory.mktemp(app)
     home = tmp_path_factory.mktemp(f"jupyter-home-{app}")
-    env = {
-        **os.environ,
-        # isolate from the user's Jupyter/IPython settings and workspaces
-        "JUPYTER_CONFIG_DIR": str(home / "config"),
-        "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
-        "JUPYTERLAB_SETTINGS_DIR": str(home / "settings"),
-        "JUPYTERLAB_WORKSPACES_DIR": str(home / "workspaces"),
-        "IPYTHONDIR": str(home / "ipython"),
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-    }
-    port = _free_port()
-    cmd = [
-        sys.executable,
-        "-m",
-        "jupyter",
-        subcommand,
-        "--no-browser",
-        "--allow-root",
-        "--ip=127.0.0.1",
-        f"--port={port}",
-        "--ServerApp.token=",
-        "--ServerApp.password=",
-        "--ServerApp.disable_check_xsrf=True",
-        f"--ServerApp.root_dir={root}",
-        *flags,
-    ]
-    log_path = home / "server.log"
-    log = log_path.open("w")
-    proc = subprocess.Popen(
-        cmd, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"jupyter {subcommand} exited: {log_path.read_text()[-3000:]}")
-            try:
-                with urllib.request.urlopen(f"{base}/api/status", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"jupyter {subcommand} did not start: {log_path.read_text()[-3000:]}")
-            time.sleep(0.3)
+    with jupyter_server(app, root, home) as base:
         yield base
-    finally:
-        proc.send_signal(signal.SIGTERM)  # the server shuts its kernels down on SIGTERM
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)  # our own session: server and its kernels
-            proc.wait()
-        log.close()
 
 
 @pytest.fixture(scope="session")
@@ -237,3 +141,12 @@ def jupyterlab(tmp_path_factory) -> Iterator[str]:
 def notebook7(tmp_path_factory) -> Iterator[str]:
     """A Notebook 7 server for the whole session; yields its base URL."""
     yield from _jupyter_server("notebook", tmp_path_factory)
+
+
+@pytest.fixture(
+    params=[pytest.param("lab", id="jupyterlab4"), pytest.param("notebook", id="notebook7")]
+)
+def jupyter_app(request) -> tuple[str, str]:
+    """(app, base URL) of a session-wide JupyterLab 4 or Notebook 7 server."""
+    server = request.getfixturevalue("jupyterlab" if request.param == "lab" else "notebook7")
+    return request.param, server

@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 import pytest
-from test_e2e_jupyterlab import RUN_CELL, open_notebook, put_notebook
+from support.notebook_page import RUN_CELL, notebook_page
 
 pytestmark = [
     pytest.mark.browser,
@@ -62,14 +62,8 @@ PAINTED = f"""() => {{
 
 
 def test_attention_heatmap_live_in_jupyterlab(browser, jupyterlab):
-    put_notebook(jupyterlab, "attention_e2e.ipynb", [DEFINE, FORWARD])
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.set_default_timeout(60_000)
-    try:
-        open_notebook(page, jupyterlab, "lab", "attention_e2e.ipynb")
+    name = "attention_e2e.ipynb"
+    with notebook_page(browser, jupyterlab, "lab", name, [DEFINE, FORWARD]) as (page, errors):
         page.evaluate(RUN_CELL, 0)
         row = page.locator('[role="treeitem"][data-name="attn"]')
         row.wait_for(timeout=90_000)
@@ -91,5 +85,3 @@ def test_attention_heatmap_live_in_jupyterlab(browser, jupyterlab):
         assert readout.inner_text() == f'query "sat" #2 · key "cat" #1 · weight {expected}'
         assert page.get_by_role("button", name="Open attn head 1").count() == 1
         assert errors == [], errors
-    finally:
-        context.close()

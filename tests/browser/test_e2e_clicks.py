@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
-from test_e2e_jupyterlab import (  # noqa: F401  (jupyter_app is a fixture)
-    CANVAS_PAINTED,
-    OUTPUTS,
-    jupyter_app,
-    known_app_error,
-    open_notebook,
-    put_notebook,
-    pytestmark,
-)
+import pytest
+from support.notebook_page import HISTOGRAM_PAINTED, notebook_page
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="needs /usr/bin/chromium"),
+]
 
 SETUP = """\
 import time, torch
@@ -59,16 +58,11 @@ KERNEL_STATUS = f"() => {KERNEL}.status"
 KERNEL_IDLE = f"() => {KERNEL}.status === 'idle'"
 
 
-def test_click_while_training_shows_histogram_before_the_cell_ends(browser, jupyter_app):  # noqa: F811
+def test_click_while_training_shows_histogram_before_the_cell_ends(browser, jupyter_app):
     app, base = jupyter_app
-    put_notebook(base, "clicks_e2e.ipynb", [SETUP, TRAIN])
-    context = browser.new_context(viewport={"width": 1400, "height": 900})
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda e: None if known_app_error(app, e) else errors.append(str(e)))
-    page.set_default_timeout(60_000)
-    try:
-        open_notebook(page, base, app, "clicks_e2e.ipynb")
+    cells = [SETUP, TRAIN]
+    opened = notebook_page(browser, base, app, "clicks_e2e.ipynb", cells, viewport=(1400, 900))
+    with opened as (page, errors):
         page.evaluate(START_CELL, 0)
         row = page.locator('[role="treeitem"][data-name="layer2"]')
         row.wait_for(timeout=90_000)
@@ -82,7 +76,7 @@ def test_click_while_training_shows_histogram_before_the_cell_ends(browser, jupy
         time.sleep(4.0)  # 4 s into the cell
         clicked = time.monotonic()
         row.click()
-        page.wait_for_function(CANVAS_PAINTED, arg=0, timeout=15_000, polling=20)
+        page.wait_for_function(HISTOGRAM_PAINTED, arg=[0, "layer2"], timeout=15_000, polling=20)
         painted = time.monotonic()
         status = page.evaluate(KERNEL_STATUS)
         finished = page.locator(".jp-OutputArea-output", has_text="cell done").count()
@@ -112,7 +106,3 @@ def test_click_while_training_shows_histogram_before_the_cell_ends(browser, jupy
         assert "['layer2']" in done.inner_text()
         assert painted - clicked < 10
         assert errors == [], errors
-    except Exception as e:
-        raise AssertionError(f"{e}\n--- notebook outputs ---\n{page.evaluate(OUTPUTS)}") from e
-    finally:
-        context.close()

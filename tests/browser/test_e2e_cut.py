@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_e2e_jupyterlab import OUTPUTS, RUN_CELL, open_notebook, put_notebook
+from support.notebook_page import RUN_CELL, notebook_page
 
 pytestmark = [
     pytest.mark.browser,
@@ -46,14 +46,8 @@ SOURCE = "(i) => window.app.shell.currentWidget.content.widgets[i]?.model.shared
 
 
 def test_mark_cut_by_clicking_then_insert_a_cell_that_runs(browser, jupyterlab):
-    put_notebook(jupyterlab, "cut_e2e.ipynb", [DEFINE, CHECK])
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.set_default_timeout(60_000)
-    try:
-        open_notebook(page, jupyterlab, "lab", "cut_e2e.ipynb")
+    opened = notebook_page(browser, jupyterlab, "lab", "cut_e2e.ipynb", [DEFINE, CHECK])
+    with opened as (page, errors):
         page.evaluate("() => { window.app = window.jupyterapp; }")  # SOURCE reads through it
         page.evaluate(RUN_CELL, 0)
         mark_in = page.locator('[role="treeitem"][data-name="layer1"] .sw-mark-in')
@@ -100,7 +94,3 @@ def test_mark_cut_by_clicking_then_insert_a_cell_that_runs(browser, jupyterlab):
         )
         assert page.locator(".jp-Cell").nth(1).locator(".jp-OutputArea-output").count() == 0
         assert errors == [], errors
-    except Exception as e:
-        raise AssertionError(f"{e}\n--- notebook outputs ---\n{page.evaluate(OUTPUTS)}") from e
-    finally:
-        context.close()

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_e2e_jupyterlab import OUTPUTS, RUN_CELL, open_notebook, put_notebook
+from support.notebook_page import HISTOGRAM_PAINTED, RUN_CELL, notebook_page
 
 pytestmark = [
     pytest.mark.browser,
@@ -54,24 +54,13 @@ STEP_OF = """() => {
     return m ? Number(m[1]) : -1;
 }"""
 
-PAINTED = """(layer) => {
-    const c = document.querySelector(`[data-layer="${layer}"] canvas[aria-label^="Histogram"]`);
-    if (!c || !c.width) return false;
-    const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
-    for (let i = 3; i < d.length; i += 4) if (d[i] > 0) return true;
-    return false;
-}"""
-
 
 def test_from_run_shows_tree_status_and_histograms(browser, jupyterlab, tmp_path):
-    base = jupyterlab
-    put_notebook(base, "run_view_e2e.ipynb", [RECORD])
-    page = browser.new_context(viewport={"width": 1400, "height": 900}).new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.set_default_timeout(60_000)
-    try:
-        open_notebook(page, base, "lab", "run_view_e2e.ipynb")
+    print("screenshots:", tmp_path)
+    opened = notebook_page(
+        browser, jupyterlab, "lab", "run_view_e2e.ipynb", [RECORD], viewport=(1400, 900)
+    )
+    with opened as (page, errors):
         page.evaluate(RUN_CELL, 0)
         page.locator(".sw-run-status", has_text="finished").wait_for(timeout=90_000)
         status = page.locator(".sw-run-status").inner_text()
@@ -87,8 +76,8 @@ def test_from_run_shows_tree_status_and_histograms(browser, jupyterlab, tmp_path
         assert relu.get_attribute("aria-disabled") == "true" and "not recorded" in relu.inner_text()
         recorded = page.locator('[role="treeitem"][data-name="2"]')
         assert recorded.get_attribute("aria-disabled") is None
-        page.wait_for_function(PAINTED, arg="0", timeout=20_000)
-        page.wait_for_function(PAINTED, arg="2", timeout=20_000)
+        page.wait_for_function(HISTOGRAM_PAINTED, arg=[0, "0"], timeout=20_000)
+        page.wait_for_function(HISTOGRAM_PAINTED, arg=[0, "2"], timeout=20_000)
         stats = page.locator('[data-layer="2"] .sw-stats').first.inner_text()
         assert stats.startswith("mean ") and "shape [16, 4]" in stats, stats
         page.screenshot(path=str(tmp_path / "run_view_light.png"), full_page=True)
@@ -100,21 +89,16 @@ def test_from_run_shows_tree_status_and_histograms(browser, jupyterlab, tmp_path
         page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', "
                       "{theme: 'JupyterLab Light'})")  # fmt: skip
         assert errors == [], errors
-    except Exception as e:
-        raise AssertionError(f"{e}\n--- notebook outputs ---\n{page.evaluate(OUTPUTS)}") from e
-    finally:
-        print("screenshots:", tmp_path)
-        page.context.close()
 
 
 def test_from_run_follows_a_running_job_in_the_page(browser, jupyterlab, tmp_path):
     # the view's background thread sends each new step to the page while the job runs
-    base = jupyterlab
-    put_notebook(base, "run_follow_e2e.ipynb", [FOLLOW, "job.wait(120)"])
-    page = browser.new_context(viewport={"width": 1400, "height": 900}).new_page()
-    page.set_default_timeout(60_000)
-    try:
-        open_notebook(page, base, "lab", "run_follow_e2e.ipynb")
+    print("screenshots:", tmp_path)
+    cells = [FOLLOW, "job.wait(120)"]
+    opened = notebook_page(
+        browser, jupyterlab, "lab", "run_follow_e2e.ipynb", cells, viewport=(1400, 900)
+    )
+    with opened as (page, _):
         page.evaluate(RUN_CELL, 0)
         page.locator(".sw-run-status", has_text="running").wait_for(timeout=90_000)
         page.wait_for_function(f"() => ({STEP_OF})() >= 0", timeout=30_000)
@@ -125,8 +109,3 @@ def test_from_run_follows_a_running_job_in_the_page(browser, jupyterlab, tmp_pat
         page.locator(".sw-run-status", has_text="finished").wait_for(timeout=60_000)
         page.wait_for_function(f"() => ({STEP_OF})() === 39", timeout=20_000)
         assert "last recorded step 39" in page.locator(".sw-run-status").inner_text()
-    except Exception as e:
-        raise AssertionError(f"{e}\n--- notebook outputs ---\n{page.evaluate(OUTPUTS)}") from e
-    finally:
-        print("screenshots:", tmp_path)
-        page.context.close()

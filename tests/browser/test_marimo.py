@@ -8,69 +8,43 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
+from support.browser import CHROMIUM, page_errors
+from support.servers import free_port, http_get, repo_env, started, wait_for
 
 pytestmark = [
     pytest.mark.browser,
-    pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="needs /usr/bin/chromium"),
+    pytest.mark.skipif(not CHROMIUM.exists(), reason=f"needs {CHROMIUM}"),
     pytest.mark.timeout(300),
 ]
 
-REPO = Path(__file__).resolve().parents[2]
 APP = Path(__file__).with_name("marimo") / "explorer_app.py"
 
 
 @pytest.fixture
 def marimo_url(tmp_path):
     pytest.importorskip("marimo")
-    from surgeon_widgets.cli import free_port
-
     port = free_port()
     app = tmp_path / APP.name
     shutil.copyfile(APP, app)
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-    }
-    env["HOME"] = str(tmp_path)  # marimo's config and state stay in the test's folder
-    log = (tmp_path / "marimo.log").open("w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "marimo", "run", str(app), "--headless", "--host", "127.0.0.1",
-         "--port", str(port), "--no-token"],
-        env=env, cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )  # fmt: skip
+    env = repo_env(HOME=str(tmp_path))  # marimo's config and state stay in the test's folder
+    command = [sys.executable, "-m", "marimo", "run", str(app), "--headless", "--host",
+               "127.0.0.1", "--port", str(port), "--no-token"]  # fmt: skip
+    log = tmp_path / "marimo.log"
     url = f"http://127.0.0.1:{port}/"
-    deadline = time.monotonic() + 90
-    while True:
-        assert proc.poll() is None, (tmp_path / "marimo.log").read_text()[-3000:]
-        try:
-            with urllib.request.urlopen(url, timeout=2):
-                break
-        except OSError:
-            assert time.monotonic() < deadline, (tmp_path / "marimo.log").read_text()[-3000:]
-            time.sleep(0.3)
-    yield url
-    os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    log.close()
+    with started(command, log, cwd=tmp_path, env=env) as proc:
+        wait_for(lambda: http_get(url), proc, log, timeout=90, what="marimo run")
+        yield url
 
 
 def test_explorer_renders_and_updates_in_marimo(browser, marimo_url):
     context = browser.new_context(viewport={"width": 1200, "height": 1000})
     page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
+    errors = page_errors(page)
     page.goto(marimo_url)
     page.locator(".sw-explorer [role='tree']").wait_for(timeout=60_000)
     assert page.locator(".sw-explorer [role='treeitem'][data-name='0']").count() == 1

@@ -1,0 +1,98 @@
+"""Local servers for tests and scripts: start one in its own session, wait until it answers,
+stop it and everything it started."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+from surgeon_widgets.cli import free_port  # the package's own (the demo uses it), shared
+
+__all__ = ["ServerError", "free_port", "http_get", "repo_env", "started", "stop", "wait_for"]
+
+REPO = Path(__file__).resolve().parents[2]
+T = TypeVar("T")
+
+
+class ServerError(RuntimeError):
+    """A server exited or did not answer in time; the message ends with its log's tail."""
+
+
+def repo_env(**extra: str) -> dict[str, str]:
+    """This process's environment with the checkout first on ``PYTHONPATH`` (so a child
+    process, a Jupyter kernel included, imports this worktree's package), plus ``extra``."""
+    path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    return {**os.environ, "PYTHONPATH": path, **extra}
+
+
+def log_tail(log: Path, chars: int = 3000) -> str:
+    return log.read_text(errors="replace")[-chars:] if log.exists() else "(no log)"
+
+
+@contextlib.contextmanager
+def started(command: list[str], log: Path, *, cwd: Path, env: dict[str, str]):
+    """Run ``command`` in a new session with its output in ``log``; on leaving, stop it and
+    every process it started (:func:`stop`)."""
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            command, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        try:
+            yield proc
+        finally:
+            stop(proc)
+
+
+def stop(proc: subprocess.Popen, timeout: float = 20) -> None:
+    """SIGTERM ``proc``'s process group (a Jupyter server shuts its kernels down on it), then
+    SIGKILL the group after ``timeout`` s. ``proc`` must lead its own session."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def wait_for(
+    ready: Callable[[], T | None],
+    proc: subprocess.Popen,
+    log: Path,
+    *,
+    timeout: float,
+    what: str,
+    interval: float = 0.3,
+) -> T:
+    """Call ``ready()`` until it returns something other than None, and return that.
+
+    Raises ServerError, with ``log``'s tail, once ``proc`` has exited or ``timeout`` s passed.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc.poll() is not None:
+            raise ServerError(f"{what} exited with {proc.returncode}:\n{log_tail(log)}")
+        value = ready()
+        if value is not None:
+            return value
+        if time.monotonic() > deadline:
+            raise ServerError(f"{what} did not answer within {timeout:.0f} s:\n{log_tail(log)}")
+        time.sleep(interval)
+
+
+def http_get(url: str, headers: dict[str, str] | None = None) -> tuple[int, bytes] | None:
+    """``(status, body)`` of a successful GET, or None while nothing (or an error) answers."""
+    request = urllib.request.Request(url, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=2) as response:
+            return response.status, response.read()
+    except OSError:  # refused, reset, timed out, or an HTTP error status
+        return None
