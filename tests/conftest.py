@@ -1,4 +1,4 @@
-"""Shared fixtures: every test must leave no hook behind."""
+"""Shared fixtures: every test must leave no hook behind; Explorers that record what they send."""
 
 from __future__ import annotations
 
@@ -17,3 +17,23 @@ def no_hooks_left():
     yield
     gc.collect()
     assert live_hooks() == [], f"hooks left behind: {live_hooks()}"
+
+
+@pytest.fixture
+def make():
+    """Build Explorers (``make(model, ...)``) whose ``sent`` lists every message they would send
+    as ``(content, buffers)``; each is closed after the test."""
+    from surgeon_widgets.widget import Explorer  # the widget only for the tests that use it
+
+    made: list[Explorer] = []
+
+    def build(model: torch.nn.Module, *args, **kwargs) -> Explorer:
+        ex = Explorer(model, *args, **kwargs)
+        ex.sent = []
+        ex.send = lambda content, buffers=None: ex.sent.append((content, buffers or []))
+        made.append(ex)
+        return ex
+
+    yield build
+    for ex in made:
+        ex.close()

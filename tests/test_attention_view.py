@@ -255,30 +255,12 @@ def test_normalize_tokens_uses_a_tokenizer_object_and_explains_ids():
 # --- through the Explorer ------------------------------------------------------------------
 
 
-@pytest.fixture
-def explorer():
-    from surgeon_widgets.widget import Explorer
-
-    made = []
-
-    def build(model, **kwargs):
-        ex = Explorer(model, **kwargs)
-        ex.sent = []
-        ex.send = lambda content, buffers=None: ex.sent.append((content, buffers or []))
-        made.append(ex)
-        return ex
-
-    yield build
-    for ex in made:
-        ex.close()
-
-
 def _attention(ex):
     return [(c, b) for c, b in ex.sent if c["type"] == "attention"]
 
 
-def test_explorer_selecting_an_attention_layer_sends_heatmaps(explorer, tiny):
-    ex = explorer(tiny, max_rate=0)
+def test_explorer_selecting_an_attention_layer_sends_heatmaps(make, tiny):
+    ex = make(tiny, max_rate=0)
     ex.select(["attn", "head"])
     assert {"name": "attn", "kind": "attention"} in ex.hooks
     with torch.no_grad():
@@ -297,8 +279,8 @@ def test_explorer_selecting_an_attention_layer_sends_heatmaps(explorer, tiny):
     assert "batch item 3 out of range" in ex.errors[-1]["text"]
 
 
-def test_explorer_attention_shares_max_rate(explorer, tiny):
-    ex = explorer(tiny)  # 10 updates a second
+def test_explorer_attention_shares_max_rate(make, tiny):
+    ex = make(tiny)  # 10 updates a second
     ex.select(["attn"])
     with torch.no_grad():
         for _ in range(20):
@@ -306,8 +288,8 @@ def test_explorer_attention_shares_max_rate(explorer, tiny):
     assert 1 <= len(_attention(ex)) < 5
 
 
-def test_explorer_set_tokens_and_attention_figure(explorer, tiny):
-    ex = explorer(tiny, max_rate=0)
+def test_explorer_set_tokens_and_attention_figure(make, tiny):
+    ex = make(tiny, max_rate=0)
     ex.select(["attn"])
     with pytest.raises(KeyError, match="no attention pattern for 'attn' yet"):
         ex.attention_figure("attn")
@@ -331,8 +313,8 @@ def test_explorer_set_tokens_and_attention_figure(explorer, tiny):
         ex.attention_figure("attn", head=2)
 
 
-def test_explorer_removes_attention_hooks_on_deselect_and_close(explorer, tiny):
-    ex = explorer(tiny, max_rate=0)
+def test_explorer_removes_attention_hooks_on_deselect_and_close(make, tiny):
+    ex = make(tiny, max_rate=0)
     ex.select(["attn"])
     assert ("Explorer attention", "eager_forward", "attn") in live_hooks()
     ex.select(["head"])
@@ -346,15 +328,15 @@ def test_explorer_removes_attention_hooks_on_deselect_and_close(explorer, tiny):
     assert live_hooks() == []
 
 
-def test_explorer_feeds_the_update_cost_to_the_shared_throttle(explorer, tiny):
-    ex = explorer(tiny)
+def test_explorer_feeds_the_update_cost_to_the_shared_throttle(make, tiny):
+    ex = make(tiny)
     ex.select(["attn"])
     with torch.no_grad():
         tiny(torch.randn(1, 3, 4))
     assert ex._live._cost[("attn", "attention")] > 0
 
 
-def test_bert_with_a_tokenizer_gets_token_labels(explorer):
+def test_bert_with_a_tokenizer_gets_token_labels(make):
     transformers = pytest.importorskip("transformers")
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat"]
     tokenizer = transformers.BertTokenizer(vocab={tok: i for i, tok in enumerate(vocab)})
@@ -364,7 +346,7 @@ def test_bert_with_a_tokenizer_gets_token_labels(explorer):
     )  # fmt: skip
     model = transformers.BertModel(config).eval()
     layer = "encoder.layer.0.attention.self"
-    ex = explorer(model, max_rate=0)
+    ex = make(model, max_rate=0)
     ex.select([layer])
     enc = tokenizer(["the cat sat", "the cat"], padding=True, return_tensors="pt")
     ex.set_tokens(enc, tokenizer)

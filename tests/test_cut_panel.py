@@ -38,23 +38,6 @@ class Untraceable(nn.Module):
         return x
 
 
-@pytest.fixture
-def make():
-    """Explorers that record what they send; closed after the test."""
-    made: list[Explorer] = []
-
-    def build(model: nn.Module, *args, **kwargs) -> Explorer:
-        ex = Explorer(model, *args, **kwargs)
-        ex.sent = []
-        ex.send = lambda content, buffers=None: ex.sent.append(content)
-        made.append(ex)
-        return ex
-
-    yield build
-    for ex in made:
-        ex.close()
-
-
 def node_values(model: nn.Module, example_inputs) -> tuple[dict, object]:
     """Every named node's value in a full forward pass (a torch.fx Interpreter over the trace)."""
     traced = trace(model, example_inputs=example_inputs)
@@ -189,7 +172,7 @@ def test_to_cell_and_insert_without_ipylab(make, monkeypatch):
     assert seen == [ex.code]
     monkeypatch.setitem(__import__("sys").modules, "ipylab", None)  # not installed
     ex._on_msg(ex, {"type": "insert_cell", "code": ex.code}, [])
-    assert ex.sent[-1] == {"type": "insert_result", "ok": False, "message": NO_INSERT}
+    assert ex.sent[-1][0] == {"type": "insert_result", "ok": False, "message": NO_INSERT}
 
 
 def check_grid(make, model, example_inputs, cuts):
@@ -296,7 +279,8 @@ def test_insert_through_ipylab_runs_the_notebook_commands(make, monkeypatch):
         ("notebook:insert-cell-below",),
         ("notebook:replace-selection", {"text": ex.code}),
     ]
-    assert ex.sent[-1]["type"] == "insert_result" and ex.sent[-1]["ok"]
+    reply, _ = ex.sent[-1]
+    assert reply["type"] == "insert_result" and reply["ok"]
 
 
 def test_load_ext_surgeon_widgets():

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import fx, nn
 from torch.testing import assert_close
-from toy_models import SomeModel, SomeModelFn
+from toy_models import Branchy, SomeModel, SomeModelFn
 
 from surgeon_widgets import Extract, Inspect, get_layers, get_nodes
 
@@ -25,22 +25,6 @@ torchvision = pytest.importorskip("torchvision")
 
 # ---------------------------------------------------------------------------------------------
 # Models (built in fixtures, never at import)
-
-
-class Branchy(nn.Module):
-    """SEEDS.md's summary example."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.layer1a = nn.Linear(2, 2)
-        self.layer1b = nn.Linear(2, 2)
-        self.layer2 = nn.Linear(2, 1)
-
-    def forward(self, x):
-        a = self.layer1a(x)
-        b = self.layer1b(x)
-        c = torch.add(a, b)
-        return self.layer2(c)
 
 
 def nested_sequential() -> nn.Module:
@@ -102,7 +86,7 @@ def _resnet(name: str) -> nn.Module:
 MODELS = {
     "some_model": (SomeModel, lambda: torch.randn(2, 5)),
     "some_model_fn": (SomeModelFn, lambda: torch.randn(2, 5)),
-    "branchy": (Branchy, lambda: torch.randn(2, 2)),
+    "branchy": (Branchy, lambda: torch.randn(2, 5)),
     "nested_sequential": (nested_sequential, lambda: torch.randn(2, 4)),
     "shared_twice": (SharedTwice, lambda: torch.randn(2, 4)),
     "functional_names": (FunctionalNames, lambda: torch.randn(1, 2, 3, 8)),
@@ -463,6 +447,6 @@ def test_summary_equals_surgeon():
     theirs = sp.Extract(model, **spec)
     assert str(ours.summary) == str(theirs.summary)
     assert str(ours.summary) == "{'input': ('x', 'my_input'), 'output': {'my_add': add}}"
-    x, mine = torch.randn(1, 2), torch.randn(1, 2)
+    x, mine = torch.randn(1, 5), torch.randn(1, 3)
     assert_close(ours(x=x, my_input=mine), theirs(x=x, my_input=mine))
     assert_close(ours(x=x, my_input=mine)["my_add"], mine + model.layer1b(x))

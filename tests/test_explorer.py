@@ -21,23 +21,6 @@ from surgeon_widgets.widget import Explorer, tree
 from surgeon_widgets.widget.transport import BUDGET
 
 
-@pytest.fixture
-def make():
-    """Build Explorers that record what they send, and close them after the test."""
-    made: list[Explorer] = []
-
-    def build(model: nn.Module, *args, **kwargs) -> Explorer:
-        ex = Explorer(model, *args, **kwargs)
-        ex.sent = []
-        ex.send = lambda content, buffers=None: ex.sent.append((content, buffers or []))
-        made.append(ex)
-        return ex
-
-    yield build
-    for ex in made:
-        ex.close()
-
-
 def items(ex: Explorer) -> list[dict]:
     return [it for content, _ in ex.sent if content["type"] == "stats" for it in content["items"]]
 

@@ -1,5 +1,8 @@
 """Every example of SEEDS.md, verbatim but for the import line, printing what SEEDS.md shows.
 
+The models are SEEDS.md's, from ``toy_models`` (``SomeModel``, ``SomeModelFn``, ``Branchy``);
+``SomeModelExtract`` keeps the README's ``layer3 = nn.Linear(1, 1)``.
+
 Values are random (``torch.rand``, untrained weights), so printed tensors are matched by form:
 shape, and ``grad_fn`` where the original shows it.
 """
@@ -13,6 +16,7 @@ import pytest
 import torch
 import torch.nn as nn
 from torch import fx
+from toy_models import Branchy, SomeModel, SomeModelFn
 
 from surgeon_widgets import Extract, Inspect, get_layers, get_nodes, reset_tracer, set_tracer
 
@@ -103,20 +107,6 @@ def test_gradient_clipper(dummy_input, capsys):
 # Seed 001: surgeon-pytorch's README, Inspect
 
 
-class SomeModel(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.layer1 = nn.Linear(5, 3)
-        self.layer2 = nn.Linear(3, 2)
-        self.layer3 = nn.Linear(2, 1)
-
-    def forward(self, x):
-        x1 = self.layer1(x)
-        x2 = self.layer2(x1)
-        y = self.layer3(x2)
-        return y
-
-
 def test_get_layers(capsys):
     model = SomeModel()
     print(get_layers(model))  # ['layer1', 'layer2', 'layer3']
@@ -176,18 +166,12 @@ def test_inspect_keep_output():
 # Seed 001: Extract
 
 
-class SomeModelExtract(nn.Module):
+class SomeModelExtract(SomeModelFn):
+    """The README's Extract model: ``layer3 = nn.Linear(1, 1)``, which only the cut models run."""
+
     def __init__(self):
         super().__init__()
-        self.layer1 = nn.Linear(5, 3)
-        self.layer2 = nn.Linear(3, 2)
-        self.layer3 = nn.Linear(1, 1)  # as the README has it: only the cut models run
-
-    def forward(self, x):
-        x1 = torch.relu(self.layer1(x))
-        x2 = torch.sigmoid(self.layer2(x1))
-        y = self.layer3(x2).tanh()
-        return y
+        self.layer3 = nn.Linear(1, 1)
 
 
 def test_get_nodes(capsys):
@@ -235,21 +219,6 @@ def test_extract_several_named_nodes(capsys):
     assert re.fullmatch(rf"\{{'y1': {y1}, 'y2': {y2}\}}", printed, re.S), printed
 
 
-class Branchy(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.layer1a = nn.Linear(2, 2)
-        self.layer1b = nn.Linear(2, 2)
-        self.layer2 = nn.Linear(2, 1)
-
-    def forward(self, x):
-        a = self.layer1a(x)
-        b = self.layer1b(x)
-        c = torch.add(a, b)
-        y = self.layer2(c)
-        return y
-
-
 def test_summary(capsys):
     model = Branchy()
     print(get_nodes(model))  # ['x', 'layer1a', 'layer1b', 'add', 'layer2']
@@ -258,13 +227,13 @@ def test_summary(capsys):
         model_ext = Extract(model, node_in={"layer1a": "my_input"}, node_out={"add": "my_add"})
     print(model_ext.summary)  # {'input': ('x', 'my_input'), 'output': {'my_add': add}}
 
-    out = model_ext(x=torch.rand(1, 2), my_input=torch.rand(1, 2))
+    out = model_ext(x=torch.rand(1, 5), my_input=torch.rand(1, 3))
     print(out)  # {'my_add': tensor([[ 0.3722, -0.6843]], grad_fn=<AddBackward0>)}
 
     nodes, summary, printed = capsys.readouterr().out.strip().split("\n")
     assert nodes == "['x', 'layer1a', 'layer1b', 'add', 'layer2']"
     assert summary == "{'input': ('x', 'my_input'), 'output': {'my_add': add}}"
-    add = tensor_print(1, 2, "AddBackward0").pattern
+    add = tensor_print(1, 3, "AddBackward0").pattern  # toy_models.Branchy: 3 features
     assert re.fullmatch(rf"\{{'my_add': {add}\}}", printed), printed
 
 

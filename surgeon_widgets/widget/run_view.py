@@ -36,6 +36,7 @@ from ..engine.naming import UnknownNameError
 from ..engine.series import Series
 from ..record import Run, read_run
 from . import tree
+from .errors import ErrorList
 from .figures import history_figure, static_png
 from .front_end import FrontEnd
 from .history import Record
@@ -50,7 +51,7 @@ class RunExplorerView(FrontEnd):
     """The Explorer's front end with the traits it reads; fed by :class:`RunView`."""
 
     max_rate = t.Float(0.0).tag(sync=True)
-    errors = t.List(t.Unicode()).tag(sync=True)
+    errors = t.List(t.Dict()).tag(sync=True)  # ErrorEntry dicts, as the live Explorer's
     run = t.Dict().tag(sync=True)  # {layers: recorded}: the front end shows a run (PROTOCOL.md)
 
 
@@ -94,6 +95,7 @@ class RunView(ipywidgets.VBox):
                                     gradients=bool(self.run.manifest.get("gradients")),
                                     run={"layers": layers})  # fmt: skip
         self.status_line = ipywidgets.HTML()
+        self._errors = ErrorList(lambda entries: setattr(self.view, "errors", entries))
         self._sent: dict[str, int] = {}  # key -> last step sent to the view
         self._stop = threading.Event()
         self._done = threading.Event()
@@ -169,8 +171,8 @@ class RunView(ipywidgets.VBox):
             state = self.state  # read before the records: all records of a finished run are in
             try:
                 self.refresh()
-            except Exception as error:  # shown in the view; keep following
-                self.view.errors = [*self.view.errors, f"reading the run: {error}"][-50:]
+            except Exception as error:  # shown in the view (repeats counted); keep following
+                self._errors.add(f"reading the run: {error}", error=error)
             if state in ("finished", "failed"):
                 self._done.set()
                 return
@@ -193,7 +195,7 @@ class RunView(ipywidgets.VBox):
 
     def _on_msg(self, widget: Any, content: Any, buffers: Any) -> None:
         if isinstance(content, dict) and content.get("type") == "clear_errors":
-            self.view.errors = []  # the error list's Clear button (PROTOCOL.md)
+            self._errors.clear()  # the error list's Clear button (PROTOCOL.md)
         if isinstance(content, dict) and content.get("type") == "hello":
             history = {s.key: records(s)[-HISTORY:] for s in self._series()}
             latest = fit_budget([recs[-1] for recs in history.values() if recs])
@@ -217,6 +219,6 @@ class RunView(ipywidgets.VBox):
         if state == "running" and age > 60:
             text += f" · no heartbeat for {age:.0f} s"
         self.status_line.value = f"<div class='sw-run-status'>{text}</div>"
-        errors = [status["error"]] if status.get("error") else []
-        if errors and errors[0] not in self.view.errors:
-            self.view.errors = [*self.view.errors, *errors]
+        failed = str(status.get("error") or "")
+        if failed and all(e.key != failed for e in self._errors.entries):  # once, not per poll
+            self._errors.add(failed)

@@ -92,7 +92,8 @@ def test_from_run_shows_a_failed_run(tmp_path):
     assert view.wait(10)
     assert view.state == "failed" and view.last_step == 3
     assert "failing on purpose" in view.status_line.value
-    assert any("failing on purpose" in e for e in view.view.errors)
+    (failed,) = [e for e in view.view.errors if "failing on purpose" in e["text"]]
+    assert failed["count"] == 1  # said once, however often the folder was read after
     view.close()
 
 
@@ -111,7 +112,9 @@ def test_from_run_selected_must_be_recorded(tmp_path):
     view = Explorer.from_run(tmp_path, selected=["2"])
     try:
         assert view.view.selected == ["2"] and view.view.run == {"layers": ["0", "2"]}
-        view.view.errors = ["reading the run: boom"]
+        for _ in range(2):
+            view._errors.add("reading the run: boom")
+        assert [(e["text"], e["count"]) for e in view.view.errors] == [("reading the run: boom", 2)]
         view._on_msg(view.view, {"type": "clear_errors"}, [])  # the Clear button
         assert view.view.errors == []
     finally:
