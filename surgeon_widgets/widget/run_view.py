@@ -45,6 +45,7 @@ from .transport import fit_budget, snapshot_message, stats_message
 __all__ = ["RunView"]
 
 HISTORY = 256  # records per key sent to the view (the live Explorer keeps as many)
+WIRE_KIND = {"parameter": "weight"}  # the recorder's kind -> the wire's (PROTOCOL.md "Item")
 
 
 class RunExplorerView(FrontEnd):
@@ -59,9 +60,12 @@ def records(series: Series, since: int = -1) -> list[Record]:
     """The :class:`Record`s of ``series`` after step ``since`` (the wire form's input).
 
     A run does not record the model's train / eval mode: ``training`` is ``None`` (not sent).
+    Recorded parameters (kind ``parameter``) go out as the live Explorer's ``weight`` items, so
+    the front end orders and colours them the same.
     """
+    kind = WIRE_KIND.get(series.kind, series.kind)
     return [
-        Record(series.key, series.layer, series.leaf, series.kind, step, stats, training=None)
+        Record(series.key, series.layer, series.leaf, kind, step, stats, training=None)
         for step, stats in zip(series.steps, series.values)
         if step > since
     ]

@@ -311,7 +311,7 @@ def test_hooks_panel_nodes_switch_and_errors(harness):
         rows=ROWS,
         selected=["head"],
         hooks=[{"name": "head", "kind": "forward"}],
-        errors=["head: RuntimeError in hook"],
+        errors=[{"text": "head: RuntimeError in hook", "layer": "head", "count": 1, "key": "k"}],
         nodes_error="",
     )
     panel = page.locator(".sw-hooks")

@@ -119,3 +119,31 @@ def test_from_run_selected_must_be_recorded(tmp_path):
         assert view.view.errors == []
     finally:
         view.close()
+
+
+def test_recorded_parameters_are_sent_as_weight_items(tmp_path):
+    import torch
+    from torch import nn
+
+    from surgeon_widgets import Recorder
+
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    with Recorder(model, tmp_path, layers=["0"], every=1, gradients=False, params=True) as rec:
+        for _ in range(2):
+            model(torch.ones(3, 4)).sum().backward()
+            rec.step()
+    view = Explorer.from_run(tmp_path)
+    try:
+        assert view.wait(10)
+        assert {s.kind for s in view.stats("0").values()} == {"activation", "parameter"}
+        sent = []
+        view.view.send = lambda content, buffers=None: sent.append(content)
+        view._on_msg(view.view, {"type": "hello"}, [])
+        ((snapshot,),) = [[c for c in sent if c["type"] == "snapshot"]]
+        kinds = {i["leaf"]: i["kind"] for i in snapshot["items"]}
+        # as the live Explorer's parameter items (kind "weight", leaf the parameter's name)
+        assert kinds == {"output": "activation", "weight": "weight", "bias": "weight"}
+        history = snapshot["history"]["0/weight"]
+        assert [i["kind"] for i in history] == ["weight"] * len(history) and history
+    finally:
+        view.close()

@@ -11,11 +11,10 @@ import { recordedLayers } from "../run_mode.js";
 
 /**
  * One readable line per entry; repeats show as "×N".
- * @param {ErrorEntry | string} e
+ * @param {ErrorEntry} e
  * @returns {{ text: string, count: number, detail: string }}
  */
 export function errorLine(e) {
-  if (typeof e === "string") return { text: e, count: 1, detail: "" };
   return { text: e.text, count: e.count ?? 1, detail: e.detail && e.detail !== e.text ? e.detail : "" };
 }
 
