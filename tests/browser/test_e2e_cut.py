@@ -7,30 +7,24 @@ hidden (JupyterLab's default) it goes through the notebook's DOM (prompt click, 
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 
 import pytest
 from support.notebook_page import RUN_CELL, notebook_page
+from toy_models import SomeModel
 
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="needs /usr/bin/chromium"),
 ]
 
-DEFINE = """\
+DEFINE = f"""\
 import torch
 from torch import nn
 from surgeon_widgets.widget.explorer import Explorer
 
-class SomeModel(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.layer1 = nn.Linear(5, 3)
-        self.layer2 = nn.Linear(3, 2)
-        self.layer3 = nn.Linear(2, 1)
-    def forward(self, x):
-        return self.layer3(self.layer2(self.layer1(x)))
-
+{inspect.getsource(SomeModel)}
 torch.manual_seed(0)
 net = SomeModel()
 explorer = Explorer(net, show_nodes=True)

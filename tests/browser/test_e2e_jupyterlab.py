@@ -1,38 +1,30 @@
 """End to end: a real JupyterLab 4 or Notebook 7 server, a real kernel, headless Chromium.
 
-Runs SEEDS.md's `SomeModel` in a notebook, displays the Explorer, selects `layer2` in the tree,
-runs a forward pass, and checks that layer2's histogram is drawn and its stats are shown.
+Runs SEEDS.md's `SomeModel` (the source of `toy_models.SomeModel`) in a notebook, displays the
+Explorer, selects `layer2` in the tree, runs a forward pass, and checks that layer2's histogram
+is drawn and its stats are shown.
 """
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 
 import pytest
 from support.notebook_page import HISTOGRAM_PAINTED, RUN_CELL, notebook_page
+from toy_models import SomeModel
 
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="needs /usr/bin/chromium"),
 ]
 
-DEFINE = """\
+DEFINE = f"""\
 import torch
 from torch import nn
 from surgeon_widgets.widget.explorer import Explorer
 
-class SomeModel(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.layer1 = nn.Linear(5, 3)
-        self.layer2 = nn.Linear(3, 2)
-        self.layer3 = nn.Linear(2, 1)
-    def forward(self, x):
-        x1 = self.layer1(x)
-        x2 = self.layer2(x1)
-        y = self.layer3(x2)
-        return y
-
+{inspect.getsource(SomeModel)}
 torch.manual_seed(0)
 model = SomeModel()
 explorer = Explorer(model)
