@@ -1,6 +1,7 @@
 """Headless Chromium (Debian's /usr/bin/chromium, never a downloaded build) and local servers.
 
-Browser tests skip only when /usr/bin/chromium is missing; CI installs it.
+Every test in this folder is marked ``browser`` here and skips only when /usr/bin/chromium is
+missing; CI installs it.
 
 The tests run offline: every context made through the ``browser`` fixture aborts any request
 (HTTP or WebSocket) to a host other than 127.0.0.1/localhost and records it, and the test fails
@@ -22,6 +23,17 @@ from support.jupyter import jupyter_server
 
 REPO = Path(__file__).resolve().parents[2]
 BUNDLE = REPO / "surgeon_widgets" / "static" / "explorer.js"
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by marker
+def pytest_collection_modifyitems(config, items) -> None:
+    """Every test in this folder is a ``browser`` test, skipped when Chromium is missing."""
+    here = Path(__file__).parent
+    for item in items:
+        if here in item.path.parents:
+            item.add_marker(pytest.mark.browser)
+            if not CHROMIUM.exists():
+                item.add_marker(pytest.mark.skip(reason=f"needs {CHROMIUM}"))
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):

@@ -6,18 +6,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
 
 from surgeon_widgets.widget.attention_view import attention_message
-
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="needs /usr/bin/chromium"),
-]
 
 LAYER = "enc.attn"
 TOKENS = ["The", "cat", "sat", "down"]

@@ -6,15 +6,6 @@ fix, highlights the code, and falls back to a clear message when no insertion pa
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
-
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="needs /usr/bin/chromium"),
-]
-
 NO_INSERT = "insertion is not available here (VS Code / Voila): use Copy"
 
 

@@ -8,15 +8,8 @@ computed, with the tokens given by `explorer.set_tokens`.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
-import pytest
 from support.notebook_page import RUN_CELL, notebook_page
-
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="needs /usr/bin/chromium"),
-]
 
 DEFINE = """\
 import torch

@@ -10,15 +10,8 @@ from __future__ import annotations
 
 import os
 import time
-from pathlib import Path
 
-import pytest
 from support.notebook_page import HISTOGRAM_PAINTED, notebook_page
-
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="needs /usr/bin/chromium"),
-]
 
 SETUP = """\
 import time, torch

@@ -8,16 +8,9 @@ hidden (JupyterLab's default) it goes through the notebook's DOM (prompt click, 
 from __future__ import annotations
 
 import inspect
-from pathlib import Path
 
-import pytest
 from support.notebook_page import RUN_CELL, notebook_page
 from toy_models import SomeModel
-
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="needs /usr/bin/chromium"),
-]
 
 DEFINE = f"""\
 import torch

@@ -8,16 +8,9 @@ is drawn and its stats are shown.
 from __future__ import annotations
 
 import inspect
-from pathlib import Path
 
-import pytest
 from support.notebook_page import HISTOGRAM_PAINTED, RUN_CELL, notebook_page
 from toy_models import SomeModel
-
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="needs /usr/bin/chromium"),
-]
 
 DEFINE = f"""\
 import torch

@@ -9,15 +9,7 @@ tmp folder.
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
 from support.notebook_page import HISTOGRAM_PAINTED, RUN_CELL, notebook_page
-
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="needs /usr/bin/chromium"),
-]
 
 RECORD = """\
 import tempfile, torch

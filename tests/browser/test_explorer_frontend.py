@@ -9,14 +9,6 @@ from __future__ import annotations
 import math
 import os
 import time
-from pathlib import Path
-
-import pytest
-
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="needs /usr/bin/chromium"),
-]
 
 
 def row(name, parent, depth, cls, kind="module", params=1, children=0):

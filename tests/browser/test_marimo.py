@@ -13,14 +13,10 @@ import time
 from pathlib import Path
 
 import pytest
-from support.browser import CHROMIUM, page_errors
+from support.browser import page_errors
 from support.servers import free_port, http_get, repo_env, started, wait_for
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason=f"needs {CHROMIUM}"),
-    pytest.mark.timeout(300),
-]
+pytestmark = pytest.mark.timeout(300)
 
 APP = Path(__file__).with_name("marimo") / "explorer_app.py"
 

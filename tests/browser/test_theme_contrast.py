@@ -14,11 +14,6 @@ from pathlib import Path
 import pytest
 from test_explorer_frontend import COUNTS, ROWS, item
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="needs /usr/bin/chromium"),
-]
-
 THEMES = Path(sys.prefix) / "share/jupyter/lab/themes/@jupyterlab"
 CODE = (
     "from surgeon_widgets import Extract\n\n# the cut\n"
