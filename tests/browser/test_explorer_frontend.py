@@ -437,7 +437,8 @@ def test_run_view_hides_live_controls_and_marks_unrecorded_layers(harness):
     assert model(page, "selected") == ["encoder.layers.0.mlp", "head"]
 
     # a failed run's error still shows, without the hooks list or its button
-    page.evaluate("() => window.harness.model().set('errors', ['job failed: boom'])")
+    failed = {"text": "job failed: boom", "layer": "", "count": 1, "key": "job failed: boom"}
+    page.evaluate("(e) => window.harness.model().set('errors', [e])", failed)
     assert visible(page, ".sw-hooks") and "job failed: boom" in page.inner_text(".sw-errors")
     assert not visible(page, ".sw-remove-hooks") and not visible(page, ".sw-hooks-title")
 
