@@ -24,6 +24,8 @@ transformers = pytest.importorskip("transformers")
 torchvision = pytest.importorskip("torchvision")
 
 TOL = 1e-5
+# the BERT-style configs' shared size: 2 layers of width 64, 4 heads
+TINY = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128)
 
 
 @pytest.fixture(autouse=True)
@@ -58,15 +60,7 @@ def _hf_pair(config_cls, model_cls, **config):
 
 @pytest.fixture
 def bert():
-    return _hf_pair(
-        transformers.BertConfig,
-        transformers.BertModel,
-        hidden_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=128,
-        vocab_size=100,
-    )
+    return _hf_pair(transformers.BertConfig, transformers.BertModel, **TINY, vocab_size=100)
 
 
 @pytest.fixture
@@ -89,11 +83,8 @@ def llama():
     return _hf_pair(
         transformers.LlamaConfig,
         transformers.LlamaModel,
-        hidden_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
+        **TINY,
         num_key_value_heads=2,
-        intermediate_size=128,
         vocab_size=100,
     )
 
@@ -101,14 +92,7 @@ def llama():
 @pytest.fixture
 def hf_vit():
     return _hf_pair(
-        transformers.ViTConfig,
-        transformers.ViTModel,
-        hidden_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=128,
-        image_size=32,
-        patch_size=8,
+        transformers.ViTConfig, transformers.ViTModel, **TINY, image_size=32, patch_size=8
     )
 
 
