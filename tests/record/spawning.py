@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-import socket
 import time
 
 import pytest
 import torch.multiprocessing as mp
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from support.servers import free_port
 
 
 def start(fn, *args, world: int = 2):
