@@ -1,6 +1,8 @@
 // Small line charts of one statistic over steps (as TensorBoard's scalars), steps with NaN/Inf
 // values marked by a red bar across the chart.
 
+import { prepare } from "../canvas.js";
+
 /**
  * One point per step; `value` null when it was not finite. `bad` marks a step whose tensor held NaN/Inf.
  * @typedef {{ step: number, value: number | null, bad: boolean }} Point
@@ -35,16 +37,7 @@ export function valueRange(points) {
  * @returns {[number, number] | null}
  */
 export function drawCurve(canvas, points, { width, height, color, badColor }) {
-  const dpr = Math.max(1, Math.round(window.devicePixelRatio || 1));
-  if (canvas.width !== width * dpr || canvas.height !== height * dpr) {
-    canvas.width = width * dpr;
-    canvas.height = height * dpr;
-  }
-  canvas.style.width = `${width}px`;
-  canvas.style.height = `${height}px`;
-  const ctx = /** @type {CanvasRenderingContext2D} */ (canvas.getContext("2d"));
-  ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
-  ctx.clearRect(0, 0, width, height);
+  const ctx = prepare(canvas, width, height);
   if (points.length === 0) return null;
   const s0 = points[0].step;
   const s1 = points[points.length - 1].step;

@@ -1,6 +1,7 @@
 // Canvas painting of attention maps: one canvas pixel per map cell, coloured by the shared
 // colormap LUT (../colormap.js, generated from matplotlib); CSS scales it up, pixelated.
 
+import { prepare } from "../canvas.js";
 import { COLORMAP } from "../colormap.js";
 
 /** @typedef {import("./store.js").AttentionMap} AttentionMap */
@@ -101,15 +102,8 @@ export function paintLegendBar(canvas) {
  */
 export function paintLabels(canvas, tokens, cells, length, axis, color, mark = null) {
   const depth = 72;
-  const dpr = Math.max(1, Math.round(window.devicePixelRatio || 1));
   const [w, h] = axis === "rows" ? [depth, length] : [length, depth];
-  canvas.width = w * dpr;
-  canvas.height = h * dpr;
-  canvas.style.width = `${w}px`;
-  canvas.style.height = `${h}px`;
-  const ctx = /** @type {CanvasRenderingContext2D} */ (canvas.getContext("2d"));
-  ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
-  ctx.clearRect(0, 0, w, h);
+  const ctx = prepare(canvas, w, h);
   if (!tokens || tokens.length !== cells || cells === 0) return;
   const cell = length / cells;
   const every = Math.max(1, Math.ceil(11 / cell));

@@ -1,27 +1,9 @@
 // Canvas drawing: one histogram, and the history heat strip (steps x value, like TensorBoard's
 // histogram view seen from above). Background stays transparent; the theme paints behind it.
 
-/** @typedef {import("../types.js").Item} Item */
+import { prepare } from "../canvas.js";
 
-/**
- * Size the backing store for the device pixel ratio; returns a context in CSS pixels.
- * @param {HTMLCanvasElement} canvas
- * @param {number} w CSS width
- * @param {number} h CSS height
- */
-function prepare(canvas, w, h) {
-  const dpr = Math.max(1, Math.round(window.devicePixelRatio || 1));
-  if (canvas.width !== w * dpr || canvas.height !== h * dpr) {
-    canvas.width = w * dpr;
-    canvas.height = h * dpr;
-  }
-  canvas.style.width = `${w}px`;
-  canvas.style.height = `${h}px`;
-  const ctx = /** @type {CanvasRenderingContext2D} */ (canvas.getContext("2d"));
-  ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
-  ctx.clearRect(0, 0, w, h);
-  return ctx;
-}
+/** @typedef {import("../types.js").Item} Item */
 
 /**
  * Bar height as a share of the axis: count / max, or log(1 + count) / log(1 + max) on a log axis.
