@@ -20,7 +20,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "surgeon_widgets" / "notebooks" / "demo.ipynb"
-sys.path.insert(0, str(REPO / "tests"))  # the helpers shared with the tests (plain Python)
+# this checkout's package, and the helpers it shares with the tests (plain Python, no pytest)
+sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 from support.browser import CHROMIUM, launch, page_errors  # noqa: E402
 from support.jupyter import jupyter_server  # noqa: E402
