@@ -9,7 +9,7 @@ import signal
 import subprocess
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
@@ -37,7 +37,9 @@ def log_tail(log: Path, chars: int = 3000) -> str:
 
 
 @contextlib.contextmanager
-def started(command: list[str], log: Path, *, cwd: Path, env: dict[str, str]):
+def started(
+    command: list[str], log: Path, *, cwd: Path, env: dict[str, str]
+) -> Iterator[subprocess.Popen]:
     """Run ``command`` in a new session with its output in ``log``; on leaving, stop it and
     every process it started (:func:`stop`)."""
     with log.open("w") as out:
