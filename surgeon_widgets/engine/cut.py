@@ -26,6 +26,7 @@ from .surgery import (
     is_kept,
     mutation_readers,
     prune,
+    reachable,
     replace_inputs,
     select_outputs,
 )
@@ -380,16 +381,7 @@ def _output_nodes(graph: fx.Graph) -> list[fx.Node]:
 
 def _ancestors(node: fx.Node, stop: set[fx.Node]) -> set[fx.Node]:
     """``node`` and every node it reads, not looking past ``stop`` nodes."""
-    seen, todo = {node}, [node]
-    while todo:
-        current = todo.pop()
-        if current in stop:
-            continue
-        for parent in current.all_input_nodes:
-            if parent not in seen:
-                seen.add(parent)
-                todo.append(parent)
-    return seen
+    return reachable([node], lambda current: () if current in stop else current.all_input_nodes)
 
 
 def _param_count(root: nn.Module, graph: fx.Graph | None) -> int:

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from torch import fx, nn
 
 from .naming import base_name
+from .surgery import reachable, upstream
 from .tracing import NAME, is_internal_node
 
 __all__ = ["find_leaks", "recomputed", "value_downstream"]
@@ -45,13 +46,7 @@ def value_downstream(nodes: Sequence[fx.Node]) -> set[fx.Node]:
     """``nodes`` and every node computed from their values; a read of only their shape
     (``sym_size``, ``.size()``, ``.shape``) does not count: BART's encoder reads the batch
     size from a decoder-side input of the cut, yet is not computed from it."""
-    seen, todo = set(nodes), list(nodes)
-    while todo:
-        for user in todo.pop().users:
-            if user not in seen and not _reads_shape(user):
-                seen.add(user)
-                todo.append(user)
-    return seen
+    return reachable(nodes, lambda node: [u for u in node.users if not _reads_shape(u)])
 
 
 def _reads_shape(node: fx.Node) -> bool:
@@ -80,7 +75,7 @@ def find_leaks(graph: fx.Graph, original_inputs: Sequence[fx.Node]) -> dict[str,
     >>> report.inputs, report.leaks  # x is read twice: b recomputes from it, + x is fine
     (('x', 'a'), {'x': ['b']})
     """
-    reaches = _upstream(recomputed(graph, original_inputs))  # the work and what leads to it
+    reaches = upstream(recomputed(graph, original_inputs))  # the work and what leads to it
     leaks = {}
     for node in graph.nodes:
         if node.op != "placeholder" or node not in original_inputs:
@@ -89,16 +84,6 @@ def find_leaks(graph: fx.Graph, original_inputs: Sequence[fx.Node]) -> dict[str,
         if readers:
             leaks[node.name] = [user.meta.get(NAME, user.name) for user in readers]
     return leaks
-
-
-def _upstream(nodes: set[fx.Node]) -> set[fx.Node]:
-    seen, todo = set(nodes), list(nodes)
-    while todo:
-        for parent in todo.pop().all_input_nodes:
-            if parent not in seen:
-                seen.add(parent)
-                todo.append(parent)
-    return seen
 
 
 def _parameter_values(graph: fx.Graph) -> set[fx.Node]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import keyword
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -264,12 +264,25 @@ def reroute_shape_reads(graph: fx.Graph, new_inputs: Sequence[fx.Node]) -> None:
         anchor = read
 
 
-def downstream(nodes: Sequence[fx.Node]) -> set[fx.Node]:
-    """``nodes`` and every node that reads them, directly or not."""
-    seen, todo = set(nodes), list(nodes)
+def reachable(
+    nodes: Iterable[fx.Node], neighbours: Callable[[fx.Node], Iterable[fx.Node]]
+) -> set[fx.Node]:
+    """``nodes`` and every node reached from them by repeatedly following ``neighbours``."""
+    seen = set(nodes)
+    todo = list(seen)
     while todo:
-        for user in todo.pop().users:
-            if user not in seen:
-                seen.add(user)
-                todo.append(user)
+        for node in neighbours(todo.pop()):
+            if node not in seen:
+                seen.add(node)
+                todo.append(node)
     return seen
+
+
+def downstream(nodes: Iterable[fx.Node]) -> set[fx.Node]:
+    """``nodes`` and every node that reads them, directly or not."""
+    return reachable(nodes, lambda node: node.users)
+
+
+def upstream(nodes: Iterable[fx.Node]) -> set[fx.Node]:
+    """``nodes`` and every node they read, directly or not."""
+    return reachable(nodes, lambda node: node.all_input_nodes)
