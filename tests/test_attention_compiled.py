@@ -61,20 +61,15 @@ def _output(out):
 
 
 @pytest.fixture
-def explorer():
-    made: list[Explorer] = []
-
-    def build(model, **kwargs) -> Explorer:
-        ex = Explorer(model, **kwargs)
-        ex.sent = []
-        ex.send = lambda content, buffers=None: ex.sent.append((content, buffers or []))
-        made.append(ex)
-        return ex
-
-    yield build
-    for ex in made:
-        ex.close()
+def fresh_dynamo():
+    """Drop dynamo's compiled code after the test, once ``make`` has closed its Explorers."""
+    yield
     torch._dynamo.reset()
+
+
+@pytest.fixture
+def explorer(fresh_dynamo, make):
+    return make
 
 
 def _maps(ex: Explorer, layer: str) -> list[dict]:

@@ -13,6 +13,7 @@ fallback runs the same checks on ipykernel 6 (``scripts/setup.sh`` puts it in
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -40,18 +41,22 @@ info = {"comm": ex.comm.comm_id, "clicks": ex.clicks, "ipykernel": ipykernel.__v
 print(json.dumps(info))
 """
 
-TRAIN = """\
-end = time.monotonic() + {seconds}
+LOOP = """\
+end = time.monotonic() + {{seconds}}
 step = 0
 while time.monotonic() < end:
-    loss = model(torch.randn(32, 8)).pow(2).mean()
-    opt.zero_grad(); loss.backward(); opt.step()
+    {body}
     step += 1
     if step % 50 == 0:
         print("tick", step, flush=True)
     time.sleep(0.005)
 print("trained", step, ex.selected)
-"""
+"""  # a cell running ``body`` for ``seconds``; format ``seconds`` after ``body``
+
+TRAIN = LOOP.format(
+    body="loss = model(torch.randn(32, 8)).pow(2).mean()\n"
+    "    opt.zero_grad(); loss.backward(); opt.step()"
+)
 
 FOREVER = """\
 while True:
@@ -63,24 +68,32 @@ while True:
 @pytest.fixture(params=["auto", "note", "drain6"])
 def kernel(request):
     mode = request.param
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(REPO),
-        "SURGEON_WIDGETS_CLICKS": mode,
-        "OMP_NUM_THREADS": "1",
-    }
+    env = kernel_env(mode)
     if mode == "drain6":
         if not (Path(IPYKERNEL6) / "ipykernel").is_dir():
             pytest.skip(f"no ipykernel 6 in {IPYKERNEL6} (scripts/setup.sh puts it there)")
         env["PYTHONPATH"] = f"{IPYKERNEL6}{os.pathsep}{REPO}"
         env["SURGEON_WIDGETS_CLICKS"] = "auto"
+    with running_kernel(env) as (km, kc):
+        yield mode, km, kc
+
+
+def kernel_env(clicks: str) -> dict[str, str]:
+    """The environment of a test kernel: this checkout's package, ``clicks`` mode, one thread."""
+    return {**os.environ, "PYTHONPATH": str(REPO), "SURGEON_WIDGETS_CLICKS": clicks,
+            "OMP_NUM_THREADS": "1"}  # fmt: skip
+
+
+@contextlib.contextmanager
+def running_kernel(env: dict):
+    """A kernel started with ``env`` and a client on its channels, shut down afterwards."""
     km = KernelManager(kernel_name="python3")
     km.start_kernel(env=env, extra_arguments=["--HistoryManager.enabled=False"])
     kc = km.client()
     kc.start_channels()
     try:
         kc.wait_for_ready(timeout=90)
-        yield mode, km, kc
+        yield km, kc
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
@@ -258,17 +271,7 @@ compiled(torch.randn(32, 8))
 print(json.dumps({"comm": ex.comm.comm_id, "clicks": ex.clicks}))
 """
 
-COMPILED_TRAIN = """\
-end = time.monotonic() + {seconds}
-step = 0
-while time.monotonic() < end:
-    compiled(torch.randn(32, 8))
-    step += 1
-    if step % 50 == 0:
-        print("tick", step, flush=True)
-    time.sleep(0.005)
-print("trained", step, ex.selected)
-"""
+COMPILED_TRAIN = LOOP.format(body="compiled(torch.randn(32, 8))")
 
 AFTER_DEL = """\
 def hook_count(m):
@@ -290,14 +293,7 @@ def test_click_applies_during_a_compiled_loop_and_del_alone_keeps_the_widget():
     Then what the docs say: ``del ex`` in a kernel does not collect the Explorer (ipywidgets 8
     holds every widget), so its hooks stay until ``close()``.
     """
-    env = {**os.environ, "PYTHONPATH": str(REPO), "SURGEON_WIDGETS_CLICKS": "auto",
-           "OMP_NUM_THREADS": "1"}  # fmt: skip
-    km = KernelManager(kernel_name="python3")
-    km.start_kernel(env=env, extra_arguments=["--HistoryManager.enabled=False"])
-    kc = km.client()
-    kc.start_channels()
-    try:
-        kc.wait_for_ready(timeout=90)
+    with running_kernel(kernel_env("auto")) as (_, kc):
         io = Iopub(kc)
         setup = kc.execute(COMPILED_SETUP)
         io.read_until(lambda: io.idle_for(setup), 180)
@@ -324,6 +320,3 @@ def test_click_applies_during_a_compiled_loop_and_del_alone_keeps_the_widget():
         assert lines[0]["kept"] >= 2  # layer 2's forward hook and the step clock
         assert lines[0]["after_del"] == lines[0]["kept"] and lines[0]["alive"] == 1
         assert lines[1] == {"after_close": 0}
-    finally:
-        kc.stop_channels()
-        km.shutdown_kernel(now=True)
