@@ -9,12 +9,11 @@ import torch
 from torch import nn
 
 from surgeon_widgets.engine.stats import tensor_stats
-from surgeon_widgets.widget import live as live_module
 from surgeon_widgets.widget.live import MAX_WAIT, LiveHooks
 
 
 class Clock:
-    """time.monotonic, moved by hand."""
+    """The throttle's clock (``LiveHooks.now``), moved by hand."""
 
     def __init__(self) -> None:
         self.now = 1000.0
@@ -24,10 +23,8 @@ class Clock:
 
 
 @pytest.fixture
-def clock(monkeypatch):
-    fake = Clock()
-    monkeypatch.setattr(live_module.time, "monotonic", fake)
-    return fake
+def clock():
+    return Clock()
 
 
 def three_layers() -> nn.Module:
@@ -64,6 +61,7 @@ def every(period: float, count: int):
 
 def test_rate_and_budget(clock):
     live = LiveHooks(three_layers(), lambda r: None, print)  # 10 a second, 2% budget
+    live.now = clock
     live.sync(["0", "1", "2"], gradients=False)
     # cheap updates: the rate decides (every 100 ms)
     assert updates(live, clock, ("0", "activation"), 0.5) == every(0.1, 5)
@@ -76,6 +74,7 @@ def test_rate_and_budget(clock):
 
 def test_one_second_floor_while_affordable(clock):
     live = LiveHooks(three_layers(), lambda r: None, print)
+    live.now = clock
     live.sync(["0", "1", "2"], gradients=False)
     live.note_cost(("0", "activation"), 0.012)  # alone it would wait 0.012 * 3 / 0.02 = 1.8 s
     live.note_cost(("1", "activation"), 0.001)
@@ -87,6 +86,7 @@ def test_one_second_floor_while_affordable(clock):
 
 def test_floor_stretches_to_the_budget_when_every_update_is_expensive(clock):
     live = LiveHooks(three_layers(), lambda r: None, print)
+    live.now = clock
     live.sync(["0", "1", "2"], gradients=False)
     for name, cost in (("0", 0.05), ("1", 0.03), ("2", 0.02)):  # 100 ms a round: 10%
         live.note_cost((name, "activation"), cost)

@@ -81,6 +81,9 @@ class LiveHooks:
         clock: the shared :class:`StepClock` (default: one on ``model``, owned by these hooks).
         on_meta: called with the layer name when a hooked layer ran on meta tensors.
         on_failure: called with ``(layer, kind, error)`` instead of ``on_error``.
+
+    ``now`` is the throttle's clock (``time.monotonic``); ``bench_live`` gives each of its arms
+    one that counts only that arm's steps.
     """
 
     def __init__(
@@ -110,6 +113,7 @@ class LiveHooks:
         self._last: dict[tuple[str, str], float] = {}
         self._cost: dict[tuple[str, str], float] = {}  # seconds the last update took
         self.budget = budget
+        self.now: Callable[[], float] = time.monotonic
 
     @property
     def attached(self) -> list[str]:
@@ -160,7 +164,7 @@ class LiveHooks:
         """
         step = max(self.clock.step, 0)
         if self.max_rate > 0:
-            now = time.monotonic()
+            now = self.now()
             elapsed = now - self._last.get(key, -1e9)
             if elapsed < 1.0 / self.max_rate or elapsed < self._spacing(key):
                 return False, step
