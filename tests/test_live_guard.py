@@ -216,6 +216,30 @@ def test_compiled_model_names_and_records(explorer):
     assert ex.errors == []
 
 
+def test_compiled_model_never_compiles_the_hook_itself(explorer):
+    """Under a whole-model compile dynamo breaks the graph at each hook; the hook's own frame
+    then runs eagerly. Compiled, it took one compile per module type and shape (7 of dynamo's
+    recompile limit of 8 for 12 layers of ResNet-18)."""
+    from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+
+    from surgeon_widgets.widget.compiled import compile_safe
+
+    torch._dynamo.reset()
+    model = nn.Sequential(
+        nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.ReLU(), nn.Flatten(), nn.Linear(8 * 14 * 14, 4)
+    )
+    compiled = torch.compile(model, backend="eager")
+    ex = explorer(compiled, selected=["0", "1", "2", "3", "4"], max_rate=0)
+    for _ in range(2):
+        compiled(torch.randn(2, 3, 16, 16)).sum().backward()
+    hook_code = compile_safe(lambda *args: None).__code__  # every hook's frame has this code
+    assert _debug_get_cache_entry_list(hook_code) == []
+    assert {n: s.steps for n in ex.selected for s in ex.stats(n).values()} == dict.fromkeys(
+        ex.selected, [0, 1]
+    )
+    assert ex.errors == []
+
+
 def test_errors_merge_with_a_count_and_clear(explorer, monkeypatch):
     from surgeon_widgets.widget import live
 

@@ -89,7 +89,24 @@ def compile_safe(observe: Callable[..., None]) -> Callable[..., None]:
         observe(*args)
         return None
 
+    _never_compiled(hook.__code__)
     return hook
+
+
+def _never_compiled(code: Any) -> None:
+    """Let dynamo run frames of ``code`` (and what they call) eagerly instead of compiling them.
+
+    Inlined, the hook graph-breaks at ``eager``; dynamo then runs the hook's frame by itself and
+    would compile it once per module type and argument shape (7 compiles of this one function
+    for 12 layers of ResNet-18, and dynamo's recompile limit is 8). Inlining is unaffected, so
+    a hook under ``torch.export`` still traces to nothing.
+    """
+    try:
+        from torch._dynamo.eval_frame import set_code_exec_strategy
+        from torch._dynamo.types import FrameAction, FrameExecStrategy
+    except ImportError:  # a torch without it: the hook frame compiles, as it did before
+        return
+    set_code_exec_strategy(code, FrameExecStrategy(FrameAction.SKIP, FrameAction.SKIP))
 
 
 Around = Callable[..., Any]  # around(forward, *args, **kwargs) -> the forward's output
