@@ -283,3 +283,19 @@ def test_fullgraph_wrapper_attaches_nothing_and_says_why(explorer):
     with torch.no_grad():
         compiled(torch.randn(1, 3, 4))  # raised "Unsupported" with hooks attached
     assert ex.stats("head") == {} and ex._attention.latest("attn") is None
+
+
+def test_fullgraph_block_refuses_only_the_layers_inside_it(explorer):
+    """``block.compile(fullgraph=True)``: a hook on the block or inside it would make the
+    forward raise ("Skip calling torch.compiler.disable()d function"); the others record."""
+    torch._dynamo.reset()
+    model = nn.Sequential(nn.Sequential(nn.Linear(4, 8), nn.ReLU()), nn.Linear(8, 2))
+    model[0].compile(fullgraph=True, backend="eager")
+    ex = explorer(model, max_rate=0)
+    ex.select(["0", "0.0", "1"])
+    assert ex.hooks == [{"name": "1", "kind": "forward"}]
+    [error] = [e["text"] for e in ex.errors]
+    assert error.startswith("0, 0.0: not attached, '0' was compiled with fullgraph=True")
+    for _ in range(2):
+        model(torch.randn(3, 4))  # raised with the hook on 0.0
+    assert ex.stats("1")["1/output"].steps == [0, 1] and ex.stats("0.0") == {}

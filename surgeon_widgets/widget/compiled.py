@@ -48,8 +48,8 @@ import torch
 from torch import nn
 
 __all__ = [
-    "EagerForward", "compile_safe", "compiled_parts", "is_compiled", "is_fullgraph",
-    "run_eagerly", "unwrap",
+    "EagerForward", "compile_safe", "compiled_parts", "fullgraph_parts", "is_compiled",
+    "is_fullgraph", "run_eagerly", "unwrap",
 ]  # fmt: skip
 
 
@@ -68,6 +68,28 @@ def unwrap(model: nn.Module) -> nn.Module:
 def is_fullgraph(model: nn.Module) -> bool:
     """Is ``model`` a ``torch.compile(..., fullgraph=True)`` wrapper (no graph break allowed)?"""
     return is_compiled(model) and bool(getattr(model.dynamo_ctx, "fullgraph", False))
+
+
+def fullgraph_parts(model: nn.Module) -> list[str]:
+    """Parts of ``model`` where no graph break is allowed, so no layer can be recorded: ``[""]``
+    for a ``torch.compile(..., fullgraph=True)`` wrapper, else the submodules compiled in place
+    with ``block.compile(fullgraph=True)`` (a hook on them or inside would make forward raise)."""
+    if is_fullgraph(model):
+        return [""]
+    return [n for n, m in unwrap(model).named_modules() if _fullgraph_call(m)]
+
+
+def _fullgraph_call(module: nn.Module) -> bool:
+    # ``Module.compile`` keeps torch.compile's function; its closure holds dynamo's context
+    compiled = getattr(module, "_compiled_call_impl", None)
+    for cell in getattr(compiled, "__closure__", None) or ():
+        try:
+            fullgraph = getattr(cell.cell_contents, "fullgraph", None)
+        except ValueError:  # an empty cell
+            continue
+        if isinstance(fullgraph, bool):
+            return fullgraph
+    return False
 
 
 def compiled_parts(model: nn.Module) -> list[str]:

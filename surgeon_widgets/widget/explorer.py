@@ -23,7 +23,7 @@ from . import hook_guards, ownership, tree
 from .attention_figure import attention_figure
 from .attention_tokens import normalize_tokens
 from .attention_view import AttentionView
-from .compiled import compiled_parts, is_compiled, is_fullgraph, unwrap
+from .compiled import compiled_parts, fullgraph_parts, is_compiled, unwrap
 from .cut_panel import CutPanel
 from .errors import ErrorList
 from .figures import history_figure, static_png
@@ -386,9 +386,15 @@ class Explorer(CutPanel, FrontEnd):
                 self._on_error(_node_message(name, self._layer_set))
             else:
                 self._on_error(f"unknown layer {name!r} selected; it was ignored")
-        if modules and is_fullgraph(self._watched):
+        sealed = fullgraph_parts(self._watched) if modules else []
+        if sealed == [""]:
             self._on_error(FULLGRAPH)
             modules = []
+        for part in sealed:
+            refused = [n for n in modules if n == part or n.startswith(f"{part}.")]
+            if refused:
+                self._on_error(_sealed_message(part, refused))
+                modules = [n for n in modules if n not in refused]
         if modules and COMPILED not in self.notes and compiled_parts(self._model):
             self.notes = [*self.notes, COMPILED]  # blocks compiled after the Explorer was made
         if modules:
@@ -527,6 +533,15 @@ def _collected(model: weakref.ref[nn.Module], lease: hook_guards.Lease) -> None:
     watched = model()
     if watched is not None:
         ownership.release(watched, None)  # only if no newer Explorer owns it
+
+
+def _sealed_message(part: str, layers: list[str]) -> str:
+    """The error for ``layers`` inside ``part``, compiled with ``fullgraph=True``."""
+    return (
+        f"{', '.join(layers)}: not attached, {part!r} was compiled with fullgraph=True, which "
+        "allows no graph break, and recording a layer needs one (your forward would raise); "
+        f"compile {part!r} without fullgraph=True to watch layers in it live."
+    )
 
 
 def _node_message(name: str, modules: frozenset[str]) -> str:
