@@ -375,6 +375,7 @@ def test_close_removes_hooks_and_leaves_a_closed_view_then_closes_the_comm(make)
     ex.select(["layer2"])
     model(torch.randn(2, 5))
     assert ex.stats("layer2") and live_hooks()
+    ex._repr_mimebundle_()  # shown (one never shown closes at once: see test_lifetime)
     ex.close()
     assert ex.closed and ex.comm is not None  # the view shows "Explorer closed"
     assert live_hooks() == [] and ex.selected == [] and ex.stats("layer2") == {}

@@ -142,6 +142,7 @@ def test_widget_messages_from_another_thread_wait_for_a_forward_but_hello_does_n
     ex = Explorer(model, selected=["0"])
     sent = []
     ex.send = lambda content, buffers=None: sent.append(content["type"])
+    ex.open()  # as a display does
     handler = ex.comm._msg_callback  # ipywidgets' handler, as the comm calls it
 
     def message(content: dict) -> dict:

@@ -36,6 +36,7 @@ torch.set_num_threads(1)  # a tiny model on a shared 2-core machine
 model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
 ex = Explorer(model, max_rate=0)
+display(ex)  # opens its comm: an Explorer never shown has none
 import ipykernel
 info = {"comm": ex.comm.comm_id, "clicks": ex.clicks, "ipykernel": ipykernel.__version__}
 print(json.dumps(info))
@@ -268,30 +269,41 @@ model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))  # dynamo i
 ex = Explorer(model, max_rate=0)
 compiled = torch.compile(model, backend="eager")  # compiled after the Explorer was made
 compiled(torch.randn(32, 8))
+display(ex)
 print(json.dumps({"comm": ex.comm.comm_id, "clicks": ex.clicks}))
 """
 
 COMPILED_TRAIN = LOOP.format(body="compiled(torch.randn(32, 8))")
 
 AFTER_DEL = """\
+import ipywidgets.widgets.widget as W
 def hook_count(m):
     return sum(len(x._forward_hooks) + len(x._forward_pre_hooks) for x in m.modules())
-kept = hook_count(model)
+def explorers():
+    return sum(type(w).__name__ == "Explorer" for w in W._instances.values())
+other = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+unseen = Explorer(other, selected=["0", "2"], gradients=True, max_rate=0)
+other(torch.randn(4, 8)).sum().backward()
+report = {"unseen": hook_count(other), "unseen_comm": unseen.comm is not None}
+del unseen
+report["unseen_plain_del"] = hook_count(other)
+gc.collect()
+report["unseen_gc"] = hook_count(other)
+report["kept"] = hook_count(model)
 del ex
 gc.collect()
-import ipywidgets.widgets.widget as W
-mine = [w for w in W._instances.values() if type(w).__name__ == "Explorer"]
-print(json.dumps({"kept": kept, "after_del": hook_count(model), "alive": len(mine)}))
-mine[0].close()
+report.update(after_del=hook_count(model), alive=explorers())
+print(json.dumps(report))
+[w for w in W._instances.values() if type(w).__name__ == "Explorer"][0].close()
 print(json.dumps({"after_close": hook_count(model)}))
 """
 
 
-def test_click_applies_during_a_compiled_loop_and_del_alone_keeps_the_widget():
+def test_click_applies_during_a_compiled_loop_and_del_frees_only_an_explorer_never_shown():
     """Subshell mode: torch.compile(model) trains; a click still lands at its next forward.
 
-    Then what the docs say: ``del ex`` in a kernel does not collect the Explorer (ipywidgets 8
-    holds every widget), so its hooks stay until ``close()``.
+    Then what the docs say: ``del ex`` and a collection free an Explorer never shown (it opened
+    no comm); a shown one is kept by ipywidgets 8, so its hooks stay until ``close()``.
     """
     with running_kernel(kernel_env("auto")) as (_, kc):
         io = Iopub(kc)
@@ -317,6 +329,10 @@ def test_click_applies_during_a_compiled_loop_and_del_alone_keeps_the_widget():
         after = kc.execute(AFTER_DEL)
         io.read_until(lambda: io.idle_for(after), 60)
         lines = [json.loads(line) for line in io.stdout(after).strip().splitlines()]
-        assert lines[0]["kept"] >= 2  # layer 2's forward hook and the step clock
-        assert lines[0]["after_del"] == lines[0]["kept"] and lines[0]["alive"] == 1
+        report = lines[0]
+        print("after del:", report)
+        assert report["unseen"] >= 3 and report["unseen_comm"] is False  # 2 layers, the clock
+        assert report["unseen_gc"] == 0  # (plain del: traitlets' self-cycles wait for the gc)
+        assert report["kept"] >= 2  # layer 2's forward hook and the step clock
+        assert report["after_del"] == report["kept"] and report["alive"] == 1
         assert lines[1] == {"after_close": 0}

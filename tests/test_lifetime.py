@@ -1,11 +1,12 @@
 """Issue 9 §3 and the Explorer's side effects: what removes its hooks, what it leaves on torch.
 
-Collection: once ipywidgets lets go of an Explorer (here: the front end closes its comm, and
-the widget registry entry is dropped, as ipywidgets' weak-reference mode would), ``del`` and
-``gc.collect()`` collect it, which leaves no hook of any kind on the model, gives ownership back
-and restores dynamo's option. Compiled models: making an Explorer drops only the compiled code
-of its own model's module classes, and a click posted while ``torch.compile(model)`` runs
-applies at the next forward.
+Collection: an Explorer opens its comm only when a view needs it (its display, ``model_id``: a
+``Box``'s children), so one never shown is collected after ``del`` and ``gc.collect()``; one
+shown is collected once ipywidgets lets go of it (here: the front end closes its comm, and the
+widget registry entry is dropped, as ipywidgets' weak-reference mode would). Either way no hook
+of any kind is left on the model, ownership is given back and dynamo's option restored.
+Compiled models: making an Explorer drops only the compiled code of its own model's module
+classes, and a click posted while ``torch.compile(model)`` runs applies at the next forward.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import threading
 import weakref
 
 import comm
+import ipywidgets
 import ipywidgets.widgets.widget as ipywidget
 import pytest
 import torch
@@ -49,6 +51,11 @@ def let_go(ex: Explorer) -> weakref.ref[Explorer]:
     return weakref.ref(ex)
 
 
+def comms() -> tuple[int, int]:
+    """How many widgets ipywidgets keeps, and how many comms are open."""
+    return len(ipywidget._instances), len(comm.get_comm_manager().comms)
+
+
 @pytest.fixture
 def guards_default():
     """Dynamo's own default for the option the Explorer scopes, put back after the test."""
@@ -72,9 +79,11 @@ def test_a_registry_collected_in_a_reference_cycle_removes_its_hooks():
     assert sum(hook_counts(model).values()) == 0
 
 
-def test_a_collected_explorer_leaves_no_hook_and_the_model_trains(guards_default):
+@pytest.mark.parametrize("shown", [False, True], ids=["never-shown", "shown-then-let-go"])
+def test_a_collected_explorer_leaves_no_hook_and_the_model_trains(guards_default, shown):
     model = torchvision.models.resnet18(num_classes=10)
     x = torch.randn(2, 3, 64, 64)
+    widgets = comms()
     ex = Explorer(
         model, selected=["conv1", "layer1.0", "layer3", "fc"], gradients=True, max_rate=0,
         params=True,
@@ -87,7 +96,13 @@ def test_a_collected_explorer_leaves_no_hook_and_the_model_trains(guards_default
     assert before["post_accumulate_grad"] == 3 and before["tensor"] == 1
     assert ownership.owner_of(model) is ex
     assert torch._dynamo.config.skip_nnmodule_hook_guards is False
-    alive = let_go(ex)
+    if shown:
+        ex._repr_mimebundle_()  # what a display does: the comm opens, ipywidgets keeps it
+        assert ex.comm is not None and ipywidget._instances[ex.model_id] is ex
+        alive = let_go(ex)
+    else:
+        assert ex.comm is None and comms() == widgets  # nothing of ipywidgets holds it
+        alive = weakref.ref(ex)
     del ex
     gc.collect()
     assert alive() is None
@@ -108,19 +123,98 @@ def test_a_collected_explorer_with_attention_and_gradients_leaves_no_hook():
     )  # fmt: skip
     model = transformers.BertModel(config)
     layers = attention_layers(model)
+    widgets = comms()
     ex = Explorer(model, selected=[*layers, "encoder.layer.0"], gradients=True, max_rate=0)
-    ex.send = lambda content, buffers=None: None
     ids = torch.randint(0, 64, (1, 8))
     model(input_ids=ids).last_hidden_state.sum().backward()
     assert ex._attention.latest(layers[0]) is not None and ex.stats("encoder.layer.0")
     assert sum(hook_counts(model).values()) > 0
     assert all("forward" in model.get_submodule(n).__dict__ for n in layers)  # run_eagerly's
-    alive = let_go(ex)
+    assert ex.comm is None and comms() == widgets  # never shown: no comm was made
+    alive = weakref.ref(ex)
     del ex
     gc.collect()
     assert alive() is None and sum(hook_counts(model).values()) == 0
     assert not any("forward" in m.__dict__ for m in model.modules())  # the class's forward again
     model(input_ids=ids).last_hidden_state.sum().backward()  # nothing of ours runs or fails
+
+
+def test_showing_an_explorer_opens_its_comm_with_everything_recorded_before(monkeypatch):
+    model = torchvision.models.resnet18(num_classes=10)
+    widgets = comms()
+    ex = Explorer(model, selected=["layer1", "fc"], gradients=True, max_rate=0)
+    for _ in range(2):
+        model(torch.randn(2, 3, 64, 64)).sum().backward()
+    assert ex.comm is None and comms() == widgets and ex.stats("fc")["fc/output"].steps == [0, 1]
+    opened: list[dict] = []
+    create = comm.create_comm
+    monkeypatch.setattr(comm, "create_comm", lambda **kw: opened.append(kw) or create(**kw))
+    bundle, _ = ex._repr_mimebundle_()
+    view = bundle["application/vnd.jupyter.widget-view+json"]
+    assert view["model_id"] == ex.model_id == ex.comm.comm_id and "image/png" in bundle
+    assert ipywidget._instances[ex.model_id] is ex
+    states = [kw["data"]["state"] for kw in opened]
+    mine = [state for state in states if state["_model_name"] == "AnyModel"]
+    assert len(mine) == 1  # its Layout opens too; the full state goes out with the open message
+    state = mine[0]
+    assert state["selected"] == ["layer1", "fc"] and state["gradients"] is True
+    assert {"name": "fc", "kind": "gradient"} in state["hooks"]
+    assert state["shapes"]["fc"] == {"shape": [2, 10], "dtype": "float32"}
+    assert ex.clicks == ""  # routing ran with the comm (no kernel here: nothing to route)
+    ex._repr_mimebundle_()
+    assert len(opened) == 2  # one comm per Explorer (and one for its Layout)
+    sent: list[dict] = []
+    ex.send = lambda content, buffers=None: sent.append(content)
+    hello = {"method": "custom", "content": {"type": "hello"}}
+    ex.comm._msg_callback({"content": {"data": hello}, "buffers": []})  # a view asks what it missed
+    assert [m["type"] for m in sent] == ["snapshot"]
+    history = sent[0]["history"]
+    assert len(history["fc/output"]) == len(history["fc/grad_output"]) == 2
+    ex.close()
+    assert sum(hook_counts(model).values()) == 0 and ex.comm is not None  # "Explorer closed"
+    ex.close()
+    ex.layout.close()  # (ipywidgets keeps a closed DOMWidget's Layout)
+    assert ex.comm is None and comms() == widgets
+
+
+def test_a_box_opens_its_childs_comm_and_close_still_removes_everything():
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+    widgets = comms()
+    ex = Explorer(model, selected=["0", "2"], gradients=True, max_rate=0)
+    assert ex.comm is None
+    box = ipywidgets.VBox([ex])  # widget_serialization reads the child's model_id
+    assert ex.comm is not None and ipywidget._instances[ex.model_id] is ex
+    assert box.get_state()["children"] == [f"IPY_MODEL_{ex.model_id}"]
+    model(torch.randn(2, 8)).sum().backward()
+    assert sum(hook_counts(model).values()) > 0
+    ex.close()
+    ex.close()
+    box.close()
+    assert sum(hook_counts(model).values()) == 0 and ownership.owner_of(model) is None
+    assert ex.comm is None and ex not in ipywidget._instances.values()
+    box.layout.close()  # (a DOMWidget's Layout: ipywidgets keeps it after the Box's close)
+    ex.layout.close()
+    assert comms() == widgets
+
+
+def test_an_explorer_closed_before_it_was_shown_never_opens_a_comm():
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU())
+    widgets = comms()
+    ex = Explorer(model, selected=["0"], gradients=True, max_rate=0)
+    model(torch.randn(2, 8)).sum().backward()
+    ex.close()
+    assert ex.closed and ex.selected == [] and ex.stats("0") == {}
+    assert sum(hook_counts(model).values()) == 0 and ownership.owner_of(model) is None
+    assert ex._repr_mimebundle_() is None  # a display shows the text, as for closed widgets
+    assert repr(ex) == "Explorer(Sequential, 2 layers, closed)"
+    ex.open()
+    with pytest.raises(RuntimeError, match="this Explorer is closed"):
+        _ = ex.model_id
+    with pytest.raises(RuntimeError, match="this Explorer is closed"):
+        ipywidgets.VBox([ex])
+    assert ex.comm is None and comms() == widgets
+    ex.close()  # again: nothing left to do
+    assert ex.comm is None
 
 
 def test_close_removes_every_kind_of_hook_and_gives_everything_back(guards_default):
@@ -160,14 +254,11 @@ def test_dynamo_option_is_held_while_any_explorer_lives_then_restored(guards_def
 
 def test_a_failed_constructor_leaves_nothing_behind(guards_default):
     model = torchvision.models.resnet18(num_classes=10)
-    def explorers() -> int:  # (a closed DOMWidget's Layout stays there: ipywidgets' own)
-        return sum(isinstance(w, Explorer) for w in ipywidget._instances.values())
-
-    widgets = explorers()
+    widgets = comms()
     with pytest.raises(Exception, match=r"layer3\.O"):
         Explorer(model, selected=["layer1", "layer3.O"])  # a letter O for a zero
     assert sum(hook_counts(model).values()) == 0 and ownership.owner_of(model) is None
-    assert explorers() == widgets and hook_guards.holders() == 0
+    assert comms() == widgets and hook_guards.holders() == 0
     assert torch._dynamo.config.skip_nnmodule_hook_guards is True
 
 

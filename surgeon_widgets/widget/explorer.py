@@ -73,10 +73,15 @@ class Explorer(CutPanel, FrontEnd):
     only when the cell finishes), also while ``torch.compile(model)`` runs.
 
     What removes the hooks: deselecting, ``close()``, a newer Explorer on the same model, or
-    the Explorer's garbage collection (nothing of the package keeps it alive). In a notebook
-    ``del explorer`` alone does not collect it: ipywidgets 8 keeps every widget in
-    ``ipywidgets.widgets.widget._instances`` and in its open comm, so that a displayed widget
-    with no name left still works after a page reload. Call ``close()``.
+    the Explorer's garbage collection (nothing of the package keeps it alive). Its comm opens
+    only when it is first shown (:meth:`open`), so one never shown (a script, a recording
+    cell, an Explorer read through ``stats()``) is freed by ``del explorer`` once Python's
+    cycle collector runs: ``gc.collect()``. Plain ``del`` is not enough (its parts and
+    traitlets' observers refer back to it), and the automatic collector may not get to it for
+    long (30 s of training did not). A shown Explorer is kept by ipywidgets 8 (in
+    ``ipywidgets.widgets.widget._instances`` and its comm, so that a displayed widget with no
+    name left still works after a page reload) and, when it was a cell's value, by IPython's
+    ``Out`` history: call ``close()``.
 
     A step is one forward of ``model`` (shared by every layer, gradient and attention map;
     records also say train/eval). Forwards and traces the package runs itself are never
@@ -123,6 +128,7 @@ class Explorer(CutPanel, FrontEnd):
     clicks = t.Unicode("").tag(sync=True)  # how clicks reach a running cell: see kernel_comms
     closed = t.Bool(False).tag(sync=True)
     param_layers = t.List(t.Unicode()).tag(sync=True)
+    _constructed = False  # ipywidgets' __init__ calls open(): not yet (see open())
 
     def __init__(
         self,
@@ -183,7 +189,8 @@ class Explorer(CutPanel, FrontEnd):
         notes = [COMPILED] if is_compiled(self._watched) or compiled_parts(model) else []
         super().__init__(
             rows=self._module_rows, gradients=gradients, max_rate=max_rate, notes=notes
-        )
+        )  # opens no comm: see open()
+        self._constructed = True
         previous = ownership.claim(model, self)
         if previous is not None:
             previous._replaced_by_newer()
@@ -191,7 +198,6 @@ class Explorer(CutPanel, FrontEnd):
             self.on_msg(
                 messages_on_model_thread(self._handover, self._on_msg, frozenset({"hello"}))
             )
-            self.clicks = connect(self, self._handover)
             if example_inputs is not None:
                 self._measure_shapes()
             self.show_nodes = show_nodes
@@ -298,12 +304,50 @@ class Explorer(CutPanel, FrontEnd):
         """Empty the error list (the view's "Clear" button does the same)."""
         self._errors.clear()
 
+    def open(self) -> None:
+        """Open the comm to the front end, if not yet open; showing the Explorer does this.
+
+        ipywidgets opens a widget's comm when it is made, which keeps the widget for the
+        kernel's life (``ipywidgets.widgets.widget._instances`` and the comm's callback). An
+        Explorer opens it only when a view needs it: its display, ``model_id`` (a ``Box``'s
+        children, ``jslink``, embedding) or this call, so one never shown is freed by ``del``
+        (and ``gc.collect()``). The view gets the whole state with the comm, and its history
+        when it renders. A closed Explorer opens none.
+
+        Example:
+            >>> from torch import nn
+            >>> ex = Explorer(nn.Linear(2, 2))
+            >>> ex.comm is None  # not shown yet
+            True
+            >>> ex.open()
+            >>> ex.comm.comm_id == ex.model_id
+            True
+            >>> ex.close(); ex.close()  # the view says "closed"; then the comm closes
+        """
+        if self.comm is None and self._constructed and not self.closed:
+            super().open()
+
+    @property
+    def model_id(self) -> str:
+        """The id of the widget's comm; asking for it opens the comm (see :meth:`open`)."""
+        self.open()
+        if self.comm is None:
+            raise RuntimeError("this Explorer is closed: make a new one, Explorer(model)")
+        return self.comm.comm_id
+
+    @t.observe("comm")
+    def _comm_changed(self, change: Any) -> None:
+        super()._comm_changed(change)  # ipywidgets: its message handler, _instances
+        if change["new"] is not None:  # clicks reach this comm while a cell runs
+            self.clicks = connect(self, self._handover)
+
     def close(self) -> None:
         """Remove every hook and drop the recorded data; the view stays as "Explorer closed".
 
-        The widget's comm stays open so the placeholder shows; a second ``close()`` closes it.
+        A shown Explorer's comm stays open so the placeholder shows; a second ``close()``
+        closes it. One never shown is closed at once, and a later display shows its text.
         """
-        if self.closed or getattr(self, "comm", None) is None:
+        if self.closed:
             self._release()
             super().close()
             return
@@ -337,6 +381,8 @@ class Explorer(CutPanel, FrontEnd):
         super().close()  # as ipywidgets' own __del__ (not our close(): no trait changes here)
 
     def __repr__(self) -> str:
+        if self.closed:
+            return f"Explorer({type(self._model).__name__}, {len(self._layers)} layers, closed)"
         return (
             f"Explorer({type(self._model).__name__}, {len(self._layers)} layers, "
             f"selected={self.selected!r}, hooks={len(self._live.registry)}, "
@@ -344,7 +390,9 @@ class Explorer(CutPanel, FrontEnd):
         )
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict | tuple | None:
-        bundle = super()._repr_mimebundle_(**kwargs)
+        if self.comm is None and self.closed:
+            return None  # as ipywidgets shows a closed widget: its text repr
+        bundle = super()._repr_mimebundle_(**kwargs)  # reads model_id: opens the comm
         rows = tree.filter_rows(self.rows, self.search)  # the view as the search box shows it
         layers = {n: self._history.layer(n) for n in self.selected if n in self._layer_set}
         png = static_png(rows, layers)
