@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from support.notebook_page import RUN_CELL, notebook_page
+from support.notebook_page import HOOKS_LISTED, RUN_CELL, notebook_page
 
 DEFINE = """\
 import torch
@@ -61,10 +61,7 @@ def test_attention_heatmap_live_in_jupyterlab(browser, jupyterlab):
         row = page.locator('[role="treeitem"][data-name="attn"]')
         row.wait_for(timeout=90_000)
         row.click()
-        page.wait_for_function(
-            "() => document.querySelector('.sw-hooks')?.textContent.includes('attention')",
-            timeout=20_000,
-        )
+        page.wait_for_function(HOOKS_LISTED, arg="attention", timeout=20_000)
         page.evaluate(RUN_CELL, 1)
         done = page.locator(".jp-OutputArea-output", has_text="forward done")
         done.wait_for(timeout=30_000)

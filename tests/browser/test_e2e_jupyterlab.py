@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import inspect
 
-from support.notebook_page import HISTOGRAM_PAINTED, RUN_CELL, notebook_page
+from support.notebook_page import HISTOGRAM_PAINTED, HOOKS_LISTED, RUN_CELL, notebook_page
 from toy_models import SomeModel
 
 DEFINE = f"""\
@@ -47,10 +47,7 @@ def test_select_layer2_then_forward_draws_its_histogram(browser, jupyter_app):
         assert row.get_attribute("aria-selected") == "true"
         page.locator('[data-layer="layer2"]').wait_for(timeout=10_000)
         # Python attached a hook for the selection (hooks trait -> hooks panel)
-        page.wait_for_function(
-            "() => document.querySelector('.sw-hooks')?.textContent.includes('layer2')",
-            timeout=20_000,
-        )
+        page.wait_for_function(HOOKS_LISTED, arg="layer2", timeout=20_000)
 
         page.evaluate(RUN_CELL, 1)
         page.locator(".jp-OutputArea-output", has_text="forward done").wait_for(timeout=30_000)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import inspect
 
-from support.notebook_page import HISTOGRAM_PAINTED, RUN_CELL, notebook_page
+from support.notebook_page import HISTOGRAM_PAINTED, HOOKS_LISTED, RUN_CELL, notebook_page
 from toy_models import SomeModel
 
 TRAIN_UNSHOWN = f"""\
@@ -48,10 +48,7 @@ def test_an_explorer_shown_after_training_shows_what_it_recorded(browser, jupyte
         page.locator('.sw-explorer [role="treeitem"][data-name="layer1"]').click(
             modifiers=["Control"]
         )  # adds layer1 to the selection: the comm routes clicks as for any shown Explorer
-        page.wait_for_function(
-            "() => document.querySelector('.sw-hooks')?.textContent.includes('layer1')",
-            timeout=20_000,
-        )
+        page.wait_for_function(HOOKS_LISTED, arg="layer1", timeout=20_000)
         page.evaluate(RUN_CELL, 2)
         hooks = page.locator(".jp-OutputArea-output", has_text="hooks [")
         hooks.wait_for(timeout=30_000)

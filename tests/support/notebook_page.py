@@ -35,6 +35,9 @@ HISTOGRAM_PAINTED = """([view, layer]) => {
     return false;
 }"""
 
+# (text): true once the Explorer's hooks list names `text` (Python attached the hook)
+HOOKS_LISTED = "(text) => document.querySelector('.sw-hooks')?.textContent.includes(text)"
+
 KERNEL_OF = """(name) => {
     const w = window.jupyterapp?.shell.currentWidget;
     return w?.context?.path === name && !!w.sessionContext?.session?.kernel;
