@@ -69,8 +69,9 @@ class Explorer(CutPanel, FrontEnd):
     min/max, share of zeros and NaN/Inf counts (and their gradients with ``gradients=True``),
     at most ``max_rate`` times a second per layer and within ~2% of wall time (``max_rate=0``:
     every forward). A click made while your training cell runs takes effect at the model's next
-    forward (``clicks`` says how it gets there: ``"subshell"``, ``"drain"``, or ``"note"``:
-    only when the cell finishes), also while ``torch.compile(model)`` runs.
+    forward (``clicks``, set when the Explorer is first shown, says how it gets there:
+    ``"subshell"``, ``"drain"``, or ``"note"``: only when the cell finishes), also while
+    ``torch.compile(model)`` runs.
 
     What removes the hooks: deselecting, ``close()``, a newer Explorer on the same model, or
     the Explorer's garbage collection (nothing of the package keeps it alive). Its comm opens
