@@ -188,9 +188,10 @@ def test_a_box_opens_its_childs_comm_and_close_still_removes_everything():
     model(torch.randn(2, 8)).sum().backward()
     assert sum(hook_counts(model).values()) > 0
     ex.close()
+    assert sum(hook_counts(model).values()) == 0 and ownership.owner_of(model) is None
+    assert ex.comm is not None  # shown: the placeholder stays until a second close()
     ex.close()
     box.close()
-    assert sum(hook_counts(model).values()) == 0 and ownership.owner_of(model) is None
     assert ex.comm is None and ex not in ipywidget._instances.values()
     box.layout.close()  # (a DOMWidget's Layout: ipywidgets keeps it after the Box's close)
     ex.layout.close()
