@@ -85,7 +85,9 @@ class Explorer(CutPanel, FrontEnd):
     ``Out`` history: call ``close()``.
 
     A step is one forward of ``model`` (shared by every layer, gradient and attention map;
-    records also say train/eval). Forwards and traces the package runs itself are never
+    records also say train/eval), counted while any layer is selected: with nothing selected
+    the Explorer puts no hook on the model (none for dynamo to break a later compile at), so
+    forwards run then are not numbered. Forwards and traces the package runs itself are never
     recorded, and the hooks stay out of every trace (fx, export, fake / meta tensors). One live
     Explorer per model: a new one takes the model over and the older ones remove their hooks
     (``replaced`` says so). ``torch.compile(model)`` works: names are the model's own, and
