@@ -51,6 +51,21 @@ def test_an_except_exception_in_the_call_does_not_swallow_the_abort():
         call_within(0.1, stubborn)
 
 
+def test_an_abort_the_call_turns_into_another_error_is_still_the_limit():
+    # seen in CI: torch.export's cleanup caught the abort and raised an AssertionError instead
+    def converts() -> None:
+        try:
+            busy(10)
+        except BaseException as error:
+            raise AssertionError("a half-updated state") from error
+
+    with pytest.raises(TimeLimitExceeded, match=r"time limit of 0\.1 s") as caught:
+        call_within(0.1, converts)
+    assert isinstance(caught.value.__cause__, AssertionError)
+    with pytest.raises(ValueError):  # an error of the call itself, before the limit: as is
+        call_within(5.0, lambda: int("x"))
+
+
 def test_no_abort_lands_after_the_call_returned():
     # calls that end right around their limit: a raise sent late must be dropped, not land here
     outcomes = set()

@@ -77,6 +77,13 @@ def call_within(seconds: float | None, call: Callable[[], T]) -> T:
         _disarm(watch)  # done before restoring: no raise may land in the restore
         before.restore()
         raise TimeLimitExceeded(f"took longer than the time limit of {seconds:g} s") from None
+    except Exception as error:
+        if not watch.fired:
+            raise
+        # the abort landed in a handler of the call that raised something else instead (seen:
+        # an AssertionError out of torch.export's cleanup): it is still the time limit
+        before.restore()
+        raise TimeLimitExceeded(f"took longer than the time limit of {seconds:g} s") from error
 
 
 def _disarm(watch: _Watch) -> None:
@@ -101,6 +108,7 @@ class _Watch:
         self._thread = thread
         self._armed = True
         self.entered = False
+        self.fired = False  # a raise was sent
         self._deadline = time.monotonic() + max(seconds, 0.0)
         self._timer = threading.Thread(target=self._run, daemon=True,
                                        name="surgeon-widgets-time-limit")  # fmt: skip
@@ -110,6 +118,7 @@ class _Watch:
         while self._armed and (not self.entered or time.monotonic() < self._deadline):
             time.sleep(min(_POLL, max(self._deadline - time.monotonic(), 0.0)) or _POLL)
         while self._armed:
+            self.fired = True
             _raise_in(self._thread, TimeLimitExceeded)
             resend = time.monotonic() + _RESEND
             while self._armed and time.monotonic() < resend:
