@@ -176,8 +176,6 @@ def _define_in_graph_op() -> bool:
         op.register_effect(EffectType.ORDERED)
     except (ImportError, AttributeError):
         return False
-    except RuntimeError:  # defined already (this module reloaded): it runs this _in_graph
-        return hasattr(torch.ops.surgeon_widgets, "in_graph")
     return True
 
 
