@@ -239,49 +239,6 @@ def test_compiled_model_never_compiles_the_hook_itself(explorer):
     assert ex.errors == []
 
 
-def test_compiled_activations_are_an_op_in_the_graph_and_equal_eager(explorer):
-    """Without gradients a selected layer adds one opaque op to the compiled graph (no graph
-    break: dynamo gave up on ``nn.Sequential``'s loop at the first break, leaving 2 of 19 ops
-    compiled); it runs every forward with the real values. Gradients need a break."""
-    from surgeon_widgets.engine.stats import tensor_stats
-
-    torch._dynamo.reset()
-    torch.manual_seed(0)
-    model = nn.Sequential(
-        nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.ReLU(), nn.Flatten(), nn.Linear(8 * 14 * 14, 4)
-    ).eval()
-    reference = copy.deepcopy(model)
-    compiled = torch.compile(model, backend="aot_eager")
-    names = ["0", "2", "4"]
-    ex = explorer(compiled, selected=names, max_rate=0)
-    x = torch.randn(2, 3, 16, 16)
-    counters = torch._dynamo.utils.counters
-    counters.clear()
-    with torch.no_grad():
-        compiled(x)
-        compiled(2 * x)
-    assert counters["stats"]["unique_graphs"] == 1 and not counters["graph_break"]
-    expected = {}
-    for n in names:
-        reference.get_submodule(n).register_forward_hook(
-            lambda m, a, out, n=n: expected.__setitem__(n, tensor_stats(out))
-        )
-    with torch.no_grad():
-        reference(2 * x)
-    for n in names:
-        series = ex.stats(n)[f"{n}/output"]
-        assert series.steps == [0, 1]
-        got = series.values[-1]
-        assert got.shape == expected[n].shape and got.zeros == expected[n].zeros
-        assert got.mean == pytest.approx(expected[n].mean, abs=1e-5)
-        assert (got.hist == expected[n].hist).all()
-    ex.gradients = True  # gradient hooks go on the user's autograd graph: a break
-    compiled.train()
-    compiled(x).sum().backward()
-    assert all(ex.stats(n)[f"{n}/grad_output"].values for n in names)
-    assert ex.errors == []
-
-
 def test_errors_merge_with_a_count_and_clear(explorer, monkeypatch):
     from surgeon_widgets.widget import live
 

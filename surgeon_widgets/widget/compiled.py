@@ -1,14 +1,10 @@
-"""torch.compile support of the live views: the user's own module, and hooks dynamo keeps eager.
+"""torch.compile support of the live views: the user's own module, and hooks dynamo runs eagerly.
 
 ``torch.compile(model)`` returns a wrapper whose names all start with ``_orig_mod.``; the
 Explorer shows, hooks and traces :func:`unwrap` (the model's own names). A hook made by
-:func:`compile_safe` is plain Python in eager mode. Inside a compiled region it becomes one op,
-``surgeon_widgets::in_graph``, with an ordered side effect (as ``print`` in a graph: no compiler
-drops or moves it), which calls the hook's runtime part with the real values of the tensors it
-was given, each time the graph runs: no graph break, also under ``fullgraph=True``. A hook that
-needs the user's autograd graph (a gradient hook on an output) is called through
-``torch.compiler.disable`` instead: the reduction runs eagerly on real tensors, at the price of
-a graph break. Under ``torch.export`` a hook returns at once.
+:func:`compile_safe` is plain Python in eager mode; inside a compiled region dynamo calls it
+through ``torch.compiler.disable``, so the reduction runs eagerly on real tensors and never
+enters (or breaks up more than once) the user's graph. Under ``torch.export`` it returns at once.
 
 A hook cannot take a module's own forward out of a compiled graph; the attention view needs
 that (its recorder is a torch function mode, which must be active while the layer's ops run).
@@ -44,9 +40,8 @@ monkeypatch forward" gives way: no hook can take a module's call out of a compil
 from __future__ import annotations
 
 import inspect
-import itertools
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -76,9 +71,9 @@ def is_fullgraph(model: nn.Module) -> bool:
 
 
 def fullgraph_parts(model: nn.Module) -> list[str]:
-    """Parts of ``model`` where no graph break is allowed (a hook there that breaks the graph
-    makes the forward raise): ``[""]`` for a ``torch.compile(..., fullgraph=True)`` wrapper,
-    else the submodules compiled in place with ``block.compile(fullgraph=True)``."""
+    """Parts of ``model`` where no graph break is allowed, so no layer can be recorded: ``[""]``
+    for a ``torch.compile(..., fullgraph=True)`` wrapper, else the submodules compiled in place
+    with ``block.compile(fullgraph=True)`` (a hook on them or inside would make forward raise)."""
     if is_fullgraph(model):
         return [""]
     return [n for n, m in unwrap(model).named_modules() if _fullgraph_call(m)]
@@ -104,82 +99,20 @@ def compiled_parts(model: nn.Module) -> list[str]:
     return [n for n in found if n not in inside]
 
 
-Leaves = Callable[..., Iterable[tuple[str, torch.Tensor]]]  # the hook's args -> labelled tensors
-InGraph = Callable[[list[torch.Tensor], list[str]], None]  # run with the leaves' real values
-
-
-def compile_safe(
-    observe: Callable[..., None], in_graph: InGraph | None = None, leaves: Leaves | None = None
-) -> Callable[..., None]:
-    """``observe`` as a hook that returns ``None`` and stays eager under torch.compile.
-
-    Without ``in_graph`` a compiled forward calls ``observe`` through ``torch.compiler.disable``
-    (a graph break). With it, the compiled graph gets one opaque op instead, which calls
-    ``in_graph(tensors, labels)`` with the real values of ``leaves(*args)`` each time the graph
-    runs: no graph break (not for ``fullgraph=True`` either), and the same call in every backend.
-    """
+def compile_safe(observe: Callable[..., None]) -> Callable[..., None]:
+    """``observe`` as a hook that returns ``None`` and runs eagerly under torch.compile."""
     eager = torch.compiler.disable(observe)
-    key = _register(in_graph) if in_graph is not None and leaves is not None else None
 
     def hook(*args: Any) -> None:
         if torch.compiler.is_compiling():
-            if torch.compiler.is_exporting():
-                return None
-            if key is None:
+            if not torch.compiler.is_exporting():
                 eager(*args)
-                return None
-            labels, tensors = [], []
-            for label, tensor in leaves(*args):
-                labels.append(label)
-                tensors.append(tensor)
-            torch.ops.surgeon_widgets.in_graph(tensors, key, "\n".join(labels))
             return None
         observe(*args)
         return None
 
     _never_compiled(hook.__code__)
-    if key is not None:
-        weakref.finalize(hook, _in_graph.pop, key, None)  # the hook's graphs go with it
     return hook
-
-
-_in_graph: dict[int, InGraph] = {}
-_keys = itertools.count()
-
-
-def _register(run: InGraph) -> int | None:
-    if not _IN_GRAPH_OP:
-        return None
-    key = next(_keys)
-    _in_graph[key] = run
-    return key
-
-
-def _run_in_graph(tensors: list[torch.Tensor], key: int, labels: str) -> None:
-    run = _in_graph.get(key)
-    if run is not None:
-        run(tensors, labels.split("\n") if tensors else [])
-
-
-def _define_in_graph_op() -> bool:
-    """``surgeon_widgets::in_graph``: an op with an ordered side effect (never dropped or
-    moved by a compiler) that runs a registered callback; False where torch lacks the API."""
-    try:
-        from torch._library.effects import EffectType
-
-        op = torch.library.custom_op(
-            "surgeon_widgets::in_graph",
-            mutates_args=(),
-            schema="(Tensor[] tensors, int key, str labels) -> ()",
-        )(_run_in_graph)
-        op.register_fake(lambda tensors, key, labels: None)
-        op.register_effect(EffectType.ORDERED)
-    except (ImportError, AttributeError):
-        return False
-    return True
-
-
-_IN_GRAPH_OP = _define_in_graph_op()
 
 
 def _never_compiled(code: Any) -> None:

@@ -47,10 +47,14 @@ REPLACED = (
     "Replaced by a newer Explorer on this model: this one removed its hooks and stays frozen."
 )
 COMPILED = (
-    "torch.compile: selected layers record through an op in the compiled graph; with gradients "
-    "on, and where selected attention layers run eagerly so that their maps can be recorded, "
-    "through a graph break at each; changing the selection recompiles the model (deselected, "
-    "the graph is as before)."
+    "torch.compile: selected layers record through torch.compiler.disable, and selected "
+    "attention layers run eagerly so that their maps can be recorded: a graph break at each; "
+    "changing the selection recompiles the model (deselected, the graph is whole again)."
+)
+FULLGRAPH = (
+    "torch.compile(fullgraph=True) allows no graph break, and recording a layer needs one, so "
+    "nothing was attached (your forward would raise); compile without fullgraph=True to watch "
+    "layers live."
 )
 META = (
     "meta tensors have no values: the model is on the meta device, so selected layers get no "
@@ -433,13 +437,14 @@ class Explorer(CutPanel, FrontEnd):
                 self._on_error(_node_message(name, self._layer_set))
             else:
                 self._on_error(f"unknown layer {name!r} selected; it was ignored")
-        # under fullgraph=True a graph break raises: activations are an op in the graph, but
-        # gradients and attention maps need a break
-        breaks = set(modules) if self.gradients else set(modules) & set(self._attention.layers)
-        for part in fullgraph_parts(self._watched) if breaks else []:
-            refused = [n for n in breaks if not part or n == part or n.startswith(f"{part}.")]
+        sealed = fullgraph_parts(self._watched) if modules else []
+        if sealed == [""]:
+            self._on_error(FULLGRAPH)
+            modules = []
+        for part in sealed:
+            refused = [n for n in modules if n == part or n.startswith(f"{part}.")]
             if refused:
-                self._on_error(_fullgraph_message(part, sorted(refused), self.gradients))
+                self._on_error(_sealed_message(part, refused))
                 modules = [n for n in modules if n not in refused]
         if modules and COMPILED not in self.notes and compiled_parts(self._model):
             self.notes = [*self.notes, COMPILED]  # blocks compiled after the Explorer was made
@@ -581,14 +586,12 @@ def _collected(model: weakref.ref[nn.Module], lease: hook_guards.Lease) -> None:
         ownership.release(watched, None)  # only if no newer Explorer owns it
 
 
-def _fullgraph_message(part: str, layers: list[str], gradients: bool) -> str:
-    """The error for ``layers`` in ``part`` (``""``: the whole model), compiled fullgraph."""
-    where = "the model" if not part else repr(part)
-    what = "gradients" if gradients else "attention maps"
+def _sealed_message(part: str, layers: list[str]) -> str:
+    """The error for ``layers`` inside ``part``, compiled with ``fullgraph=True``."""
     return (
-        f"{', '.join(layers)}: not attached: {where} was compiled with fullgraph=True, which "
-        f"allows no graph break, and recording {what} needs one (your forward would raise); "
-        "without fullgraph=True (or, for activations only, with gradients off) they record live."
+        f"{', '.join(layers)}: not attached, {part!r} was compiled with fullgraph=True, which "
+        "allows no graph break, and recording a layer needs one (your forward would raise); "
+        f"compile {part!r} without fullgraph=True to watch layers in it live."
     )
 
 

@@ -17,10 +17,8 @@ Errors inside our hooks go to ``on_error`` and the log; the user's forward and b
 Every hook first checks :func:`~surgeon_widgets.engine.guard.inert`: under fx / export /
 functorch / fake tensors and inside the package's own forwards it returns at once, so traces
 of the model never contain our ops. It also ignores copies of the hooked module (``Extract``
-copies modules, hooks included). Under ``torch.compile`` the hook is one op in the user's graph that
-reduces the real output each time the graph runs (:func:`~.compiled.compile_safe`: no graph
-break); with gradients on it runs through ``torch.compiler.disable`` (a graph break), since the
-gradient hook must go on the output in the user's autograd graph. The step of a record
+copies modules, hooks included). Under ``torch.compile`` the hook body runs through
+``torch.compiler.disable``: the reduction stays out of the user's graph. The step of a record
 is the :class:`~.steps.StepClock`'s (one forward of the watched model), with its train/eval mode.
 
 >>> import torch
@@ -124,8 +122,6 @@ class LiveHooks:
     def sync(self, names: Iterable[str], gradients: bool) -> None:
         """Hook exactly the modules ``names``: attach the new ones, remove the dropped ones."""
         wanted = set(names)
-        # a forward hook is made for the gradients setting (see _forward_hook): remake them
-        remade = self._attached & wanted if gradients != self.gradients else set()
         self.gradients = gradients
         if not gradients:
             self._grad_hooks.remove()
@@ -139,13 +135,10 @@ class LiveHooks:
             k: c for k, c in self._cost.items()
             if _layer_of(k[0], wanted) and (gradients or k[1] != "gradient")
         }  # fmt: skip
-        for name in remade:
-            self.registry.remove(name)
         me = weakref.ref(self)  # hooks must not keep the widget alive
-        for name in sorted(wanted - self._attached | remade):
+        for name in sorted(wanted - self._attached):
             module = self.model.get_submodule(name)
-            hook = _forward_hook(me, name, module, gradients)
-            self.registry.forward(module, hook, name=name)
+            self.registry.forward(module, _forward_hook(me, name, module), name=name)
         self._attached = wanted
 
     def close(self) -> None:
@@ -197,25 +190,14 @@ class LiveHooks:
         training: bool | None = None,
     ) -> None:
         """Reduce every tensor leaf of ``value`` (layer ``name``) and hand records to the sink."""
-        leaves = [(leaf_label(base, label), t) for label, t in iter_tensors(value)]
-        self.report_leaves(key, name, step, leaves, training)
-
-    def report_leaves(
-        self,
-        key: tuple[str, str],
-        name: str,
-        step: int,
-        leaves: list[tuple[str, torch.Tensor]],
-        training: bool | None = None,
-    ) -> None:
-        """Reduce each ``(leaf, tensor)`` of layer ``name`` and hand the records to the sink."""
         kind = key[1]
         mode = self.clock.training if training is None else training
         start = time.perf_counter()
         try:
             records = [
                 Record(f"{name}/{leaf}", name, leaf, kind, step, tensor_stats(t), mode)
-                for leaf, t in leaves
+                for label, t in iter_tensors(value)
+                for leaf in [leaf_label(base, label)]
             ]
             if records:
                 self.sink(records)
@@ -268,7 +250,7 @@ def meta_values(value: Any) -> bool:
     return any(t.is_meta for _, t in iter_tensors(value))
 
 
-def _forward_hook(me: weakref.ref[LiveHooks], name: str, module: nn.Module, gradients: bool):
+def _forward_hook(me: weakref.ref[LiveHooks], name: str, module: nn.Module):
     target = weakref.ref(module)
 
     def observe(hooked: nn.Module, args: Any, output: Any) -> None:
@@ -288,26 +270,7 @@ def _forward_hook(me: weakref.ref[LiveHooks], name: str, module: nn.Module, grad
         except Exception as error:
             live.fail(name, "activation", error)
 
-    def in_graph(tensors: list[torch.Tensor], labels: list[str]) -> None:
-        live = me()  # a compiled forward's real outputs (see compile_safe)
-        if live is None or guard.is_internal():
-            return
-        try:
-            if any(t.is_meta for t in tensors):
-                live.meta(name)
-                return
-            due, step = live.due((name, "activation"))
-            if due:
-                leaves = [(leaf_label("output", label), t) for label, t in zip(labels, tensors)]
-                live.report_leaves((name, "activation"), name, step, leaves)
-        except Exception as error:
-            live.fail(name, "activation", error)
-
-    # a gradient hook must go on the output in the user's autograd graph, so with gradients
-    # on the reduction runs eagerly (a graph break); without, it is an op in the graph
-    if gradients:
-        return compile_safe(observe)
-    return compile_safe(observe, in_graph, lambda hooked, args, output: iter_tensors(output))
+    return compile_safe(observe)
 
 
 def _grad_hook(me: weakref.ref[LiveHooks], name: str, leaf: str, step: int, training: bool):

@@ -7,10 +7,8 @@ mode. Forwards the package runs itself (:func:`~surgeon_widgets.engine.guard.int
 traces (fx, export, fake or meta values) never count.
 
 For a ``torch.compile``'d model the hook sits on the compiled wrapper, outside the compiled
-region; on a model compiled after the clock was made it is an op in the graph
-(:func:`~.compiled.compile_safe`). Neither costs a graph break. (That dynamo notices hooks
-added after a compile is the Explorer's :mod:`.hook_guards` lease, not the clock's: a clock
-changes no global state.)
+region, so it costs no graph break. (That dynamo notices hooks added after a compile is the
+Explorer's :mod:`.hook_guards` lease, not the clock's: a clock changes no global state.)
 
 Other parts may run code on the model thread at the start of each forward (e.g. trait changes
 posted from another thread) with their own root pre-hook; the clock does not depend on order.
@@ -89,10 +87,4 @@ def _tick(me: weakref.ref[StepClock]):
         if clock is not None:
             clock._tick(module, args, kwargs)
 
-    def in_graph(tensors: list, labels: list[str]) -> None:
-        clock = me()  # the user compiled a model around this one: an op in its graph
-        if clock is not None and not guard.is_internal():
-            clock.step += 1
-            clock.training = unwrap(clock.model).training
-
-    return compile_safe(observe, in_graph, lambda module, args, kwargs: ())
+    return compile_safe(observe)  # eager unless the user compiled a model around this one
