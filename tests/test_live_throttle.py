@@ -27,6 +27,16 @@ def clock():
     return Clock()
 
 
+@pytest.fixture
+def live(clock):
+    """Hooks on three layers at the default rate (10 a second) and budget (2%), on ``clock``."""
+    hooks = LiveHooks(three_layers(), lambda r: None, print)
+    hooks.now = clock
+    hooks.sync(["0", "1", "2"], gradients=False)
+    yield hooks
+    hooks.close()
+
+
 def three_layers() -> nn.Module:
     return nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4), nn.Linear(4, 4))
 
@@ -59,35 +69,24 @@ def every(period: float, count: int):
     return Spaced()
 
 
-def test_rate_and_budget(clock):
-    live = LiveHooks(three_layers(), lambda r: None, print)  # 10 a second, 2% budget
-    live.now = clock
-    live.sync(["0", "1", "2"], gradients=False)
+def test_rate_and_budget(live, clock):
     # cheap updates: the rate decides (every 100 ms)
     assert updates(live, clock, ("0", "activation"), 0.5) == every(0.1, 5)
     # 2 ms each over 3 layers: 0.002 * 3 / 0.02 = 0.3 s apart
     for name in "012":
         live.note_cost((name, "activation"), 0.002)
     assert updates(live, clock, ("1", "activation"), 1.0) == every(0.3, 4)
-    live.close()
 
 
-def test_one_second_floor_while_affordable(clock):
-    live = LiveHooks(three_layers(), lambda r: None, print)
-    live.now = clock
-    live.sync(["0", "1", "2"], gradients=False)
+def test_one_second_floor_while_affordable(live, clock):
     live.note_cost(("0", "activation"), 0.012)  # alone it would wait 0.012 * 3 / 0.02 = 1.8 s
     live.note_cost(("1", "activation"), 0.001)
     live.note_cost(("2", "activation"), 0.001)
     # all three take 14 ms, within 2% of a second: the floor holds
     assert updates(live, clock, ("0", "activation"), 3.0) == every(1, 3)
-    live.close()
 
 
-def test_floor_stretches_to_the_budget_when_every_update_is_expensive(clock):
-    live = LiveHooks(three_layers(), lambda r: None, print)
-    live.now = clock
-    live.sync(["0", "1", "2"], gradients=False)
+def test_floor_stretches_to_the_budget_when_every_update_is_expensive(live, clock):
     for name, cost in (("0", 0.05), ("1", 0.03), ("2", 0.02)):  # 100 ms a round: 10%
         live.note_cost((name, "activation"), cost)
     # each waits at most 0.1 / 0.02 = 5 s (not MAX_WAIT = 1 s); the cheapest its own share
@@ -97,7 +96,6 @@ def test_floor_stretches_to_the_budget_when_every_update_is_expensive(clock):
     live.sync(["2"], gradients=False)
     clock.now += 10
     assert updates(live, clock, ("2", "activation"), 2.5) == every(1, 3)
-    live.close()
 
 
 def test_real_reductions_are_measured_and_spaced():
