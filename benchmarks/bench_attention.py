@@ -28,7 +28,7 @@ from collections.abc import Callable
 import torch
 from transformers import BertConfig, BertModel
 
-from surgeon_widgets.engine.attention import capture_attention
+from surgeon_widgets.engine.attention.capture import capture_attention
 
 BASE = {
     "hidden_size": 768,

@@ -9,7 +9,8 @@ in blocks of steps:
 * ``attention``: one attention layer selected, default throttle (10 maps a second);
 * ``attention_every``: the same with ``max_rate=0`` (a map on every step: the worst case).
 
-A selected attention layer runs eagerly (:func:`surgeon_widgets.widget.compiled.run_eagerly`),
+A selected attention layer runs eagerly
+(:func:`surgeon_widgets.widget.runtime.compiled.run_eagerly`),
 which splits the compiled graph there; the graph and break counts come from
 ``torch._dynamo.explain`` on the model as the arm leaves it. Prints ratios to ``plain`` of the
 same process (no bar: the issue asks for the figure).
@@ -31,7 +32,7 @@ import torch
 from torch import nn
 from transformers import BertConfig, BertModel
 
-from surgeon_widgets.engine.attention import attention_layers
+from surgeon_widgets.engine.attention.capture import attention_layers
 from surgeon_widgets.widget import Explorer
 
 

@@ -24,8 +24,8 @@ import torch
 from torch import nn
 
 from surgeon_widgets.widget.explorer import Explorer
-from surgeon_widgets.widget.handover import Handover
-from surgeon_widgets.widget.kernel_comms import _Drain
+from surgeon_widgets.widget.runtime.handover import Handover
+from surgeon_widgets.widget.runtime.kernel_comms import _Drain
 
 
 class _Idle:

@@ -41,9 +41,9 @@ import transformers
 
 from surgeon_widgets import Extract, get_nodes
 from surgeon_widgets.engine import tracing
-from surgeon_widgets.engine.cut import analyze_cut, suggest_fix
+from surgeon_widgets.engine.cut.analyze import analyze_cut, suggest_fix
 from surgeon_widgets.engine.time_limit import TimeLimitExceeded, _ProcessState, call_within
-from surgeon_widgets.widget.tree import node_rows
+from surgeon_widgets.widget.views.tree import node_rows
 
 
 def models(quick: bool) -> dict[str, Callable[[], tuple[torch.nn.Module, Any, str, str]]]:

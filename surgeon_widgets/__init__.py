@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .engine.attention import attention_layers, capture_attention, reduce_pattern
-    from .engine.extract import Extract
+    from .engine.cut import Extract
     from .engine.inspect import Inspect, get_layers
     from .engine.naming import UnknownNameError
     from .engine.nodes import get_nodes
@@ -36,7 +36,7 @@ __version__ = "0.1.0"
 # import torch, and the widget pulls in anywidget and matplotlib.
 _WHERE = {
     "Explorer": ".widget",
-    "Extract": ".engine.extract",
+    "Extract": ".engine.cut",
     "Inspect": ".engine.inspect",
     "get_layers": ".engine.inspect",
     "TracingError": ".engine.tracing",

@@ -10,7 +10,7 @@ raises.
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -151,22 +151,3 @@ def _make_hook(module_name: str, owner_store: dict[str, list[Any]]):
             owner_store.setdefault(module_name, []).append(snapshot(output))
 
     return hook
-
-
-def iter_tensors(value: Any, prefix: str = "") -> Iterator[tuple[str, torch.Tensor]]:
-    """``(label, tensor)`` for every tensor leaf of a module output (tuples, dicts, dataclasses).
-
-    >>> [label for label, _ in iter_tensors((torch.ones(1), {"a": torch.ones(1)}))]
-    ['[0]', '[1].a']
-    """
-    if isinstance(value, torch.Tensor):
-        yield prefix, value
-    elif isinstance(value, Mapping):
-        for key, item in value.items():
-            yield from iter_tensors(item, f"{prefix}.{key}" if prefix else str(key))
-    elif isinstance(value, (list, tuple)):
-        for i, item in enumerate(value):
-            yield from iter_tensors(item, f"{prefix}[{i}]")
-    elif hasattr(value, "__dataclass_fields__"):
-        for key in value.__dataclass_fields__:
-            yield from iter_tensors(getattr(value, key), f"{prefix}.{key}")

@@ -34,10 +34,11 @@ import torch.distributed as dist
 from torch import nn
 
 from ..engine.guard import inert
-from ..engine.inspect import iter_tensors
 from ..engine.module_tree import module_rows
 from ..engine.naming import UnknownNameError
 from ..engine.registry import HookRegistry
+from ..engine.tensors import first_tensor
+from ..engine.wrappers import unwrap
 from .accumulate import accumulate
 from .collect import check_same, distributed, layer_hash, reduce_buckets
 from .layout import BINS, CALLS, DTYPES, FIELDS, HAS, HEAD, MAX_WIDTH, RECORD, SUM_WIDTH, Key
@@ -45,7 +46,7 @@ from .merge import merge, next_edges
 from .params import local_values
 from .runfolder import RunWriter
 
-__all__ = ["Recorder", "RecorderCost", "unwrap"]
+__all__ = ["Recorder", "RecorderCost"]
 
 
 @dataclass
@@ -69,25 +70,6 @@ class RecorderCost:
                 f"recorder ({per:.2f} ms per recorded step: hooks {self.hook_seconds:.3f} s, "
                 f"step() {self.step_seconds:.3f} s); {self.bytes_written} bytes written "
                 f"({self.record_size} per record)")  # fmt: skip
-
-
-def unwrap(model: nn.Module) -> nn.Module:
-    """The user's own module inside DDP (``module.``) and torch.compile (``_orig_mod.``)."""
-    from torch.nn.parallel import DistributedDataParallel
-
-    while True:
-        if isinstance(model, DistributedDataParallel):
-            model = model.module
-        elif isinstance(getattr(model, "_orig_mod", None), nn.Module):
-            model = model._orig_mod
-        else:
-            return model
-
-
-def _first_tensor(value: Any) -> torch.Tensor | None:
-    for _, t in iter_tensors(value):
-        return t
-    return None
 
 
 def _in_backward() -> bool:
@@ -341,7 +323,7 @@ def _forward_hook(me: weakref.ref[Recorder], index: int, grad_index: int | None)
         rec = me()
         if rec is None or not rec.recording or rec._closed or inert(output):
             return
-        t = _first_tensor(output)
+        t = first_tensor(output)
         if t is None:
             return
         if not _in_backward():

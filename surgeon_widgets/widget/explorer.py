@@ -19,22 +19,24 @@ from torch import nn
 
 from ..engine.naming import UnknownNameError, closest, split_call_suffix
 from ..engine.tracing import ExampleInputs
-from . import hook_guards, ownership, tree
-from .attention_figure import attention_figure
-from .attention_tokens import normalize_tokens
-from .attention_view import AttentionView
-from .compiled import compiled_parts, fullgraph_parts, is_compiled, unwrap
-from .cut_panel import CutPanel
-from .errors import ErrorList
-from .figures import history_figure, static_png
+from ..engine.wrappers import unwrap
 from .front_end import FrontEnd
-from .handover import Handover, messages_on_model_thread
 from .history import History, Record, Series
-from .kernel_comms import connect, main_loop_scheduler
-from .live import LiveHooks
-from .params import ParamWatch
-from .steps import StepClock
-from .transport import fit_budget, snapshot_message, stats_message
+from .live.attention import AttentionView
+from .live.hooks import LiveHooks
+from .live.params import ParamWatch
+from .live.steps import StepClock
+from .runtime import hook_guards, ownership
+from .runtime.compiled import compiled_parts, fullgraph_parts, is_compiled
+from .runtime.handover import Handover, messages_on_model_thread
+from .runtime.kernel_comms import connect, main_loop_scheduler
+from .views import tree
+from .views.attention_figure import attention_figure
+from .views.attention_tokens import normalize_tokens
+from .views.cut_panel import CutPanel
+from .views.errors import ErrorList
+from .views.figures import history_figure, static_png
+from .wire import fit_budget, snapshot_message, stats_message
 
 __all__ = ["Explorer"]
 

@@ -35,12 +35,12 @@ from matplotlib.figure import Figure
 from ..engine.naming import UnknownNameError
 from ..engine.series import Series
 from ..record import Run, read_run
-from . import tree
-from .errors import ErrorList
-from .figures import history_figure, static_png
 from .front_end import FrontEnd
 from .history import Record
-from .transport import fit_budget, snapshot_message, stats_message
+from .views import tree
+from .views.errors import ErrorList
+from .views.figures import history_figure, static_png
+from .wire import fit_budget, snapshot_message, stats_message
 
 __all__ = ["RunView"]
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import inspect
 
+from support.models import SomeModel
 from support.notebook_page import RUN_CELL, notebook_page
-from toy_models import SomeModel
 
 DEFINE = f"""\
 import torch

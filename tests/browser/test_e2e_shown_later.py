@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import inspect
 
+from support.models import SomeModel
 from support.notebook_page import HISTOGRAM_PAINTED, HOOKS_LISTED, RUN_CELL, notebook_page
-from toy_models import SomeModel
 
 TRAIN_UNSHOWN = f"""\
 import torch

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from surgeon_widgets.widget import tree
+from surgeon_widgets.widget.views import tree
 
 pytestmark = [
     pytest.mark.browser,

@@ -1,0 +1,398 @@
+"""Live attention patterns of the selected attention layers, for the Explorer's heatmaps.
+
+While a selected attention layer runs (and an update is due under the Explorer's
+``max_rate``), the engine's :class:`~surgeon_widgets.engine.attention.intercept.AttentionRecorder`
+records ``softmax(QKᵀ·scale + mask)`` beside the layer's own kernel, as
+:func:`~surgeon_widgets.engine.attention.capture.capture_attention` does. The full pattern stays in
+Python (:meth:`AttentionView.latest`, for ``attention_figure``); the browser gets, for the
+chosen batch item, the mean over heads and every head, each pooled on the model's device by
+:func:`~surgeon_widgets.engine.attention.capture.reduce_pattern` to at most ``max_size`` a side, as
+uint8 (``js/PROTOCOL.md``, "Attention"). Per layer and update the maps take at most
+``BUDGET`` bytes (heads are pooled further when there are many, see :func:`attention_message`),
+whatever the sequence length: a 4,096-token layer never costs an S×S transfer.
+
+The recorder is active only inside the selected module's own forward, which
+:func:`~.compiled.run_eagerly` wraps: under ``torch.compile`` (the whole model or a block
+compiled in place) that forward runs eagerly, a graph break at the module while it is
+selected; deselecting puts the class's forward back and dynamo's graph without the break is
+used again. Enclosing ``nn.TransformerEncoder`` / ``nn.TransformerEncoderLayer`` get hooks that
+keep them off their fused paths (which never call the attention module).
+
+>>> import torch
+>>> from torch import nn
+>>> model = nn.TransformerEncoderLayer(8, 2, batch_first=True).eval()
+>>> sent = []
+>>> view = AttentionView(model, lambda content, buffers: sent.append((content, buffers)))
+>>> view.sync(["self_attn"])
+>>> with torch.no_grad():
+...     _ = model(torch.randn(1, 5, 8))
+>>> content, buffers = sent[-1]
+>>> [(i["head"], i["shape"], len(buffers[i["buffer"]])) for i in content["items"]]
+[('mean', [5, 5], 25), (0, [5, 5], 25), (1, [5, 5], 25)]
+>>> view.latest("self_attn").shape
+torch.Size([1, 2, 5, 5])
+>>> view.close()
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import torch
+from torch import nn
+
+from ...engine import guard
+from ...engine.attention.capture import _fast_path_owners, attention_layers, reduce_pattern
+from ...engine.attention.intercept import AttentionRecorder, PassThroughMode
+from ...engine.registry import HookRegistry
+from ..runtime.compiled import run_eagerly
+from ..views.attention_tokens import Tokens, tokens_for
+
+__all__ = ["BUDGET", "MIN_HEAD_SIZE", "AttentionView", "attention_message"]
+
+log = logging.getLogger("surgeon_widgets.explorer")
+BUDGET = 512 * 1024  # bytes of maps per layer and update (the mean alone may take 256 x 256)
+MIN_HEAD_SIZE = 32  # many heads are pooled further to share BUDGET, never below this a side
+Message = tuple[dict, list[bytes]]
+Send = Callable[[dict, list[bytes]], None]
+Due = Callable[[str], tuple[bool, int]]
+
+
+def attention_message(
+    layer: str,
+    pattern: torch.Tensor,
+    batch: int = 0,
+    step: int = 0,
+    tokens: Tokens | None = None,
+    max_size: int = 256,
+    budget: int = BUDGET,
+    training: bool | None = None,
+) -> Message:
+    """``{type: "attention", items}`` + buffers for one layer's ``[batch, heads, q, k]`` pattern.
+
+    One item for the mean over heads (at most ``max_size`` a side), then one per head, all of
+    batch item ``batch``. Heads share what the mean leaves of ``budget`` bytes, so they may be
+    pooled further (never below ``MIN_HEAD_SIZE`` a side). Unpooled maps also travel as float32
+    (``exact``) when everything still fits ``budget``. Token labels ride on the mean item only
+    (``tokens_q`` / ``tokens_k``, when their length fits the axis). ``training``: the model's
+    mode in that forward, on every item when known.
+    """
+    n_batch, n_heads, n_q, n_k = pattern.shape
+    if not 0 <= batch < n_batch:
+        raise ValueError(f"batch item {batch} out of range: the pattern has {n_batch}")
+    with torch.no_grad():
+        maps = pattern[batch]
+        mean = reduce_pattern(maps.float().mean(0, keepdim=True), max_size)
+        left = max(0, budget - mean.values.numel()) // max(1, n_heads)
+        head_size = max(MIN_HEAD_SIZE, min(max_size, math.isqrt(left)))
+        heads = reduce_pattern(maps, head_size)
+        values = [mean.values[0].cpu(), *heads.values.cpu()]
+        scales = torch.cat([mean.scale, heads.scale]).cpu().tolist()
+        exact = None
+        unpooled = all(tuple(v.shape) == (n_q, n_k) for v in values)
+        if unpooled and (n_heads + 1) * n_q * n_k * 5 <= budget:
+            exact = torch.cat([maps.float().mean(0, keepdim=True), maps.float()]).cpu()
+    buffers: list[bytes] = []
+    items = []
+    for i, head in enumerate(["mean", *range(n_heads)]):
+        item: dict[str, Any] = {
+            "layer": layer, "head": head, "batch": batch, "batches": n_batch,
+            "heads": n_heads, "step": step, "dtype": "uint8",
+            "shape": list(values[i].shape), "full_shape": [n_q, n_k],
+            "lo": 0.0, "hi": float(scales[i]) * 255.0 if values[i].any() else 0.0,
+            "buffer": len(buffers),
+        }  # fmt: skip
+        if training is not None:
+            item["training"] = training
+        buffers.append(values[i].numpy().tobytes())
+        if exact is not None:
+            item["exact"] = {"buffer": len(buffers), "dtype": "float32", "shape": [n_q, n_k]}
+            buffers.append(exact[i].numpy().astype("<f4").tobytes())
+        if head == "mean":
+            for axis, length in (("tokens_q", n_q), ("tokens_k", n_k)):
+                labels = tokens_for(tokens, batch, length)
+                if labels is not None:
+                    item[axis] = labels
+        items.append(item)
+    return {"type": "attention", "items": items}, buffers
+
+
+class AttentionView:
+    """Hooks that record the attention pattern of selected attention layers and send it.
+
+    Args:
+        model: the Explorer's model.
+        send: called with ``(content, buffers)`` of each ``attention`` message.
+        on_error: called with a message when recording fails (the user's forward goes on).
+        due: ``due(layer) -> (update_now, step)``, the Explorer's throttle (``max_rate``);
+            default: every forward.
+        cost: ``cost(layer, seconds)`` after each update, so the throttle can space out
+            expensive ones (recording a 4,096-token pattern takes seconds on a CPU).
+        max_size: side limit of the maps sent to the browser.
+        on_failure: called with ``(layer, "attention", error)`` instead of ``on_error``.
+        training: ``training() -> bool``, the model's mode in the current forward (the
+            Explorer's step clock); each map then says train or eval.
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        send: Send,
+        on_error: Callable[[str], None] = log.warning,
+        due: Due | None = None,
+        max_size: int = 256,
+        cost: Callable[[str, float], None] | None = None,
+        on_failure: Callable[[str, str, BaseException], None] | None = None,
+        training: Callable[[], bool] | None = None,
+    ) -> None:
+        self.model = model
+        self.training = training
+        self.on_failure = on_failure
+        self.send = send
+        self.on_error = on_error
+        counter = itertools.count()
+        self.due = due or (lambda _layer: (True, next(counter)))
+        self.max_size = max_size
+        self.cost = cost
+        self.registry = HookRegistry("Explorer attention")
+        self.tokens: Tokens | None = None
+        self._layers: list[str] | None = None
+        self._attached: list[str] = []
+        self._latest: dict[str, torch.Tensor] = {}
+        self._steps: dict[str, int] = {}
+        self._modes: dict[str, bool] = {}
+        self._batch: dict[str, int] = {}
+        # torch function modes are per thread: so are the stacks of the modes we pushed
+        self._recording: dict[tuple[str, int], list[tuple[Any, list[Any]]]] = {}
+        self._started: dict[str, float] = {}
+        self._warned: set[str] = set()
+
+    @property
+    def layers(self) -> list[str]:
+        """The model's attention layers (``attention_layers(model)``), computed once."""
+        if self._layers is None:
+            self._layers = attention_layers(self.model)
+        return self._layers
+
+    @property
+    def attached(self) -> list[str]:
+        return list(self._attached)
+
+    def sync(self, names: Iterable[str]) -> None:
+        """Record exactly the attention layers among ``names``; other names are ignored."""
+        known = set(self.layers)
+        wanted = [n for n in dict.fromkeys(names) if n in known]
+        for name in self._attached:
+            if name not in wanted:
+                self.registry.remove(name)
+                self._forget(name)
+        me = weakref.ref(self)  # hooks must not keep the widget alive
+        for name in wanted:
+            if name not in self._attached:
+                module = self.model.get_submodule(name)
+                self.registry.add("eager_forward", name, run_eagerly(module, _around(me, name)))
+                for owner in _fast_path_owners(self.model, name):
+                    self.registry.forward_pre(owner, _pass_start(me, name, owner), name=name)
+                    self.registry.forward(owner, _pass_stop(me, name), name=name, always_call=True)
+                for owner in _fused_layers(self.model, name):
+                    self.registry.forward_pre(owner, _keep_off_fused_path, name=name)
+        self._attached = wanted
+
+    def latest(self, layer: str) -> torch.Tensor | None:
+        """The full-resolution ``[batch, heads, queries, keys]`` pattern of the last update."""
+        return self._latest.get(layer)
+
+    def set_tokens(self, tokens: Tokens | None) -> None:
+        """Use these labels (one list per batch item) and resend what is shown."""
+        self.tokens = tokens
+        self.resend()
+
+    def select_batch(self, layer: str, batch: int) -> None:
+        """Show batch item ``batch`` of ``layer`` (resent from the kept full pattern)."""
+        pattern = self._latest.get(layer)
+        if pattern is None:
+            return
+        if not 0 <= batch < pattern.shape[0]:
+            raise ValueError(f"{layer}: batch item {batch} out of range 0..{pattern.shape[0] - 1}")
+        self._batch[layer] = batch
+        self.resend([layer])
+
+    def message(self, layers: Iterable[str] | None = None) -> Message:
+        """One ``attention`` message with the latest maps of ``layers`` (default: all kept)."""
+        items: list[dict] = []
+        buffers: list[bytes] = []
+        for layer in self._latest if layers is None else layers:
+            pattern = self._latest.get(layer)
+            if pattern is None:
+                continue
+            batch = min(self._batch.get(layer, 0), pattern.shape[0] - 1)
+            content, bufs = attention_message(
+                layer, pattern, batch, self._steps.get(layer, 0), self.tokens, self.max_size,
+                training=self._modes.get(layer),
+            )  # fmt: skip
+            for item in content["items"]:
+                item["buffer"] += len(buffers)
+                if "exact" in item:
+                    item["exact"] = {
+                        **item["exact"],
+                        "buffer": item["exact"]["buffer"] + len(buffers),
+                    }
+            items.extend(content["items"])
+            buffers.extend(bufs)
+        return {"type": "attention", "items": items}, buffers
+
+    def resend(self, layers: Iterable[str] | None = None) -> None:
+        content, buffers = self.message(layers)
+        if content["items"]:
+            self.send(content, buffers)
+
+    def on_msg(self, content: dict) -> None:
+        """Messages from the heatmap view: ``{type: "attention_batch", layer, batch}``."""
+        if content.get("type") == "attention_batch":
+            self.select_batch(str(content.get("layer")), int(content.get("batch", 0)))
+
+    def close(self) -> None:
+        """Remove every hook and drop the kept patterns."""
+        self.registry.remove()
+        me = threading.get_ident()
+        for (_, thread), stack in self._recording.items():
+            while stack and thread == me:  # closed mid-forward (from a hook) in this thread
+                stack.pop()[0].__exit__(None, None, None)
+        self._recording.clear()
+        self._attached = []
+        self._latest.clear()
+
+    def __del__(self) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"AttentionView(attached={self._attached!r}, hooks={len(self.registry)})"
+
+    # -- inside the model's forward ---------------------------------------------------------
+
+    def _forget(self, name: str) -> None:
+        for key in (self._latest, self._steps, self._batch, self._modes):
+            key.pop(name, None)
+
+    def _begin(self, name: str) -> tuple[AttentionRecorder, list[Any]] | None:
+        due, step = self.due(name)
+        if not due:
+            return None
+        sink: list[Any] = []
+        mode = AttentionRecorder(sink)
+        mode.__enter__()
+        self._steps[name] = step
+        if self.training is not None:
+            self._modes[name] = self.training()
+        self._started[name] = time.perf_counter()
+        return mode, sink
+
+    def _end(self, name: str, mode: AttentionRecorder, sink: list[Any]) -> None:
+        mode.__exit__(None, None, None)
+        if not sink:
+            if name not in self._warned:
+                self._warned.add(name)
+                self.on_error(
+                    f"{name}: no attention ran in its forward (no F.scaled_dot_product_attention, "
+                    "nn.MultiheadAttention or softmax over the last dim), so there is no pattern "
+                    "to show; select the module that computes the attention weights"
+                )
+            return
+        self._latest[name] = sink[0]
+        self.resend([name])
+        if self.cost is not None:
+            self.cost(name, time.perf_counter() - self._started.pop(name, time.perf_counter()))
+
+
+def _key(name: str) -> tuple[str, int]:
+    return name, threading.get_ident()
+
+
+def _skip(hooked: nn.Module, target: weakref.ref[nn.Module], args: Any) -> bool:
+    """Return at once: a copy of the module (``Extract``), a trace, our own forward, or a
+    compiled region (where the attention module itself runs eagerly, see :func:`_around`)."""
+    return hooked is not target() or torch.compiler.is_compiling() or guard.inert(args)
+
+
+def _around(me: weakref.ref[AttentionView], name: str):
+    """The selected attention module's forward, with the recorder active while it is due.
+
+    Set by :func:`~.compiled.run_eagerly`, so under ``torch.compile`` this runs eagerly (a
+    graph break at the module: dynamo splits each enclosing frame there) and the recorder sees
+    the real attention calls."""
+
+    def around(forward: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        view = me()
+        if view is None or guard.inert(args, kwargs):
+            return forward(*args, **kwargs)
+        recording = _guard(view, name, view._begin)
+        if recording is None:
+            return forward(*args, **kwargs)
+        try:
+            output = forward(*args, **kwargs)
+        except BaseException:
+            recording[0].__exit__(None, None, None)  # the user's error goes on, unrecorded
+            raise
+        _guard(view, name, lambda n: view._end(n, *recording))
+        return output
+
+    return around
+
+
+def _keep_off_fused_path(_module: nn.Module, _args: Any) -> None:
+    """Does nothing: ``nn.TransformerEncoderLayer`` skips its fused kernel (which never calls
+    ``self_attn``) while any module in it has a hook."""
+
+
+def _fused_layers(model: nn.Module, name: str) -> list[nn.Module]:
+    parts = name.split(".")
+    owners = [model.get_submodule(".".join(parts[:i])) for i in range(len(parts))]
+    return [m for m in owners if isinstance(m, nn.TransformerEncoderLayer)]
+
+
+def _pass_start(me: weakref.ref[AttentionView], name: str, owner: nn.Module):
+    """Enclosing ``nn.TransformerEncoder``: keep it off its nested-tensor fast path."""
+    target = weakref.ref(owner)
+
+    def hook(hooked: nn.Module, args: Any) -> None:
+        view = me()
+        if view is not None and not _skip(hooked, target, args):
+            mode = PassThroughMode()
+            mode.__enter__()
+            view._recording.setdefault(_key(f"{name} (owner)"), []).append((mode, []))
+
+    return hook
+
+
+def _pass_stop(me: weakref.ref[AttentionView], name: str):
+    def hook(_module: nn.Module, _args: Any, _output: Any) -> None:
+        if torch.compiler.is_compiling():  # traced into nothing (its start hook was skipped)
+            return
+        view = me()
+        stack = view._recording.get(_key(f"{name} (owner)")) if view is not None else None
+        if stack:
+            stack.pop()[0].__exit__(None, None, None)
+
+    return hook
+
+
+def _guard(view: AttentionView, name: str, step: Callable[[str], Any]) -> Any:
+    try:
+        return step(name)
+    except Exception as error:  # never break the user's forward
+        try:
+            if view.on_failure is not None:
+                view.on_failure(name, "attention", error)
+                return
+            log.warning("Explorer attention hook failed", exc_info=error)
+            view.on_error(f"{name} (attention): {type(error).__name__}: {error}")
+        except Exception:
+            log.exception("Explorer on_error failed")
+    return None

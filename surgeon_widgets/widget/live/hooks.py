@@ -1,0 +1,289 @@
+"""Hook lifecycle of the Explorer's selection: attach, throttle, reduce, report, detach.
+
+Forward hooks go on the selected modules only (through one :class:`HookRegistry`). With
+gradients on, each due forward also puts a tensor hook on the output's leaves, which fires
+with the gradient of that output during ``backward()``. (Full module backward hooks would
+break models that modify a module's output in place, e.g. ResNet's ``ReLU(inplace=True)``
+after ``bn1``: "Output 0 of BackwardHookFunction is a view and is being modified inplace".)
+
+A hook that is not due returns before any reduction: at most ``max_rate`` updates a second
+per layer, and no more often than keeps reductions within ``budget`` (2%) of wall time, so big
+tensors on a slow device update less often instead of slowing training down. Each layer still
+updates at least once a second (``MAX_WAIT``), unless one update of every selected layer takes
+longer than ``budget`` of that second: then each waits at most that total over ``budget``
+(12 layers of 2M values on a CPU: about 2.5 s). ``max_rate=0`` updates on every call.
+Errors inside our hooks go to ``on_error`` and the log; the user's forward and backward go on.
+
+Every hook first checks :func:`~surgeon_widgets.engine.guard.inert`: under fx / export /
+functorch / fake tensors and inside the package's own forwards it returns at once, so traces
+of the model never contain our ops. It also ignores copies of the hooked module (``Extract``
+copies modules, hooks included). Under ``torch.compile`` the hook body runs through
+``torch.compiler.disable``: the reduction stays out of the user's graph. The step of a record
+is the :class:`~.steps.StepClock`'s (one forward of the watched model), with its train/eval mode.
+
+>>> import torch
+>>> from torch import nn
+>>> model = nn.Sequential(nn.Linear(2, 2))
+>>> got = []
+>>> live = LiveHooks(model, got.extend, print, max_rate=0)
+>>> live.sync(["0"], gradients=False)
+>>> _ = model(torch.ones(1, 2))
+>>> live.close()
+>>> [r.key for r in got], len(model[0]._forward_hooks)
+(['0/output'], 0)
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import weakref
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import torch
+from torch import nn
+
+from ...engine import guard
+from ...engine.registry import HookRegistry
+from ...engine.stats import tensor_stats
+from ...engine.tensors import iter_tensors
+from ..history import Record
+from ..runtime.compiled import compile_safe
+from .steps import StepClock
+
+__all__ = ["LiveHooks", "leaf_label", "meta_values"]
+
+MAX_WAIT = 1.0  # seconds: the longest the time budget holds an update back, while affordable
+
+log = logging.getLogger("surgeon_widgets.explorer")
+MAX_PENDING_GRAD_HOOKS = 16  # per layer: forwards without a backward (eval loops) keep none
+
+
+def leaf_label(base: str, label: str) -> str:
+    """``("output", "")`` -> ``output``; ``"[0]"`` -> ``output[0]``; ``"logits"`` -> ``logits``."""
+    if not label:
+        return base
+    if label.startswith("["):
+        return base + label
+    return label.lstrip(".")
+
+
+class LiveHooks:
+    """Forward (and gradient) hooks on a set of modules of ``model``, reporting :class:`Record`s.
+
+    Args:
+        model: the model whose submodules are hooked (names as in ``get_layers``).
+        sink: called with the records of one layer's update (from inside the hook).
+        on_error: called with a message when our hook fails (unless ``on_failure`` is given).
+        max_rate: most updates a second per layer and kind; ``0`` means every call.
+        budget: with ``max_rate > 0``, the largest share of wall time spent on reductions.
+        clock: the shared :class:`StepClock` (default: one on ``model``, owned by these hooks).
+        on_meta: called with the layer name when a hooked layer ran on meta tensors.
+        on_failure: called with ``(layer, kind, error)`` instead of ``on_error``.
+
+    ``now`` is the throttle's clock (``time.monotonic``); ``bench_live`` gives each of its arms
+    one that counts only that arm's steps.
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        sink: Callable[[list[Record]], None],
+        on_error: Callable[[str], None],
+        max_rate: float = 10.0,
+        budget: float = 0.02,
+        clock: StepClock | None = None,
+        on_meta: Callable[[str], None] | None = None,
+        on_failure: Callable[[str, str, BaseException], None] | None = None,
+    ) -> None:
+        self.on_failure = on_failure
+        self.model = model
+        self.sink = sink
+        self.on_error = on_error
+        self.on_meta = on_meta
+        self._own_clock = clock is None
+        self.clock = clock if clock is not None else StepClock(model)
+        self.max_rate = max_rate
+        self.gradients = False
+        self.registry = HookRegistry("Explorer")
+        self._grad_hooks = HookRegistry("Explorer gradients")
+        self._pending: dict[str, int] = {}  # gradient hooks per layer in _grad_hooks
+        self._attached: set[str] = set()
+        self._last: dict[tuple[str, str], float] = {}
+        self._cost: dict[tuple[str, str], float] = {}  # seconds the last update took
+        self.budget = budget
+        self.now: Callable[[], float] = time.monotonic
+
+    @property
+    def attached(self) -> list[str]:
+        return sorted(self._attached)
+
+    def sync(self, names: Iterable[str], gradients: bool) -> None:
+        """Hook exactly the modules ``names``: attach the new ones, remove the dropped ones."""
+        wanted = set(names)
+        self.gradients = gradients
+        if not gradients:
+            self._grad_hooks.remove()
+            self._pending.clear()
+        for name in self._attached - wanted:
+            self.registry.remove(name)
+            self._grad_hooks.remove(name)
+            self._pending.pop(name, None)
+        # the costs of keys no longer updated would hold the others back (see _spacing)
+        self._cost = {
+            k: c for k, c in self._cost.items()
+            if _layer_of(k[0], wanted) and (gradients or k[1] != "gradient")
+        }  # fmt: skip
+        me = weakref.ref(self)  # hooks must not keep the widget alive
+        for name in sorted(wanted - self._attached):
+            module = self.model.get_submodule(name)
+            self.registry.forward(module, _forward_hook(me, name, module), name=name)
+        self._attached = wanted
+
+    def close(self) -> None:
+        """Remove every hook."""
+        self.registry.remove()
+        self._grad_hooks.remove()
+        self._pending.clear()
+        self._attached = set()
+        if self._own_clock:
+            self.clock.close()
+
+    def __del__(self) -> None:
+        self.close()
+
+    def due(self, key: tuple[str, str]) -> tuple[bool, int]:
+        """Is an update of ``key`` = ``(name, kind)`` due? Also the step (the clock's).
+
+        With ``max_rate > 0`` an update is due at most ``max_rate`` times a second, and no more
+        often than keeps the time spent reducing under ``budget`` of the wall time (shared by
+        every hooked key), so slow reductions of big tensors update less often, but still at
+        least once every ``MAX_WAIT`` seconds (a live view must stay live) while one update of
+        every key fits ``budget`` of that; past it, at least once every total cost / ``budget``.
+        """
+        step = max(self.clock.step, 0)
+        if self.max_rate > 0:
+            now = self.now()
+            elapsed = now - self._last.get(key, -1e9)
+            if elapsed < 1.0 / self.max_rate or elapsed < self._spacing(key):
+                return False, step
+            self._last[key] = now
+        return True, step
+
+    def _spacing(self, key: tuple[str, str]) -> float:
+        """Seconds between two updates of ``key`` that keep reductions within the budget."""
+        keys = len(self._attached) * (2 if self.gradients else 1)
+        spaced = self._cost.get(key, 0.0) * keys / self.budget
+        # MAX_WAIT keeps every view live, but not at any price: a round of every key's update
+        # may take at most ``budget`` of the longest wait
+        longest = max(MAX_WAIT, sum(self._cost.values()) / self.budget)
+        return min(spaced, longest)
+
+    def report(
+        self,
+        key: tuple[str, str],
+        name: str,
+        step: int,
+        base: str,
+        value: Any,
+        training: bool | None = None,
+    ) -> None:
+        """Reduce every tensor leaf of ``value`` (layer ``name``) and hand records to the sink."""
+        kind = key[1]
+        mode = self.clock.training if training is None else training
+        start = time.perf_counter()
+        try:
+            records = [
+                Record(f"{name}/{leaf}", name, leaf, kind, step, tensor_stats(t), mode)
+                for label, t in iter_tensors(value)
+                for leaf in [leaf_label(base, label)]
+            ]
+            if records:
+                self.sink(records)
+        except Exception as error:  # never break the user's forward
+            self.fail(name, kind, error)
+        self._cost[key] = time.perf_counter() - start
+
+    def note_cost(self, key: tuple[str, str], seconds: float) -> None:
+        """Record how long an update of ``key`` took (spaces out its next ones, see ``due``)."""
+        self._cost[key] = seconds
+
+    def fail(self, name: str, kind: str, error: BaseException) -> None:
+        try:
+            if self.on_failure is not None:
+                self.on_failure(name, kind, error)
+            else:
+                log.warning("Explorer hook failed on %s (%s)", name, kind, exc_info=error)
+                self.on_error(f"{name} ({kind}): {type(error).__name__}: {error}")
+        except Exception:
+            log.exception("Explorer on_error failed")
+
+    def meta(self, name: str) -> None:
+        if self.on_meta is not None:
+            self.on_meta(name)
+
+    def watch_gradients(self, name: str, output: Any) -> None:
+        """Put a gradient hook on every leaf of ``output`` that will get a gradient."""
+        if not torch.is_grad_enabled():
+            return
+        if self._pending.get(name, 0) >= MAX_PENDING_GRAD_HOOKS:
+            self._grad_hooks.remove(name)
+            self._pending[name] = 0
+        me = weakref.ref(self)
+        step, training = max(self.clock.step, 0), self.clock.training  # of this forward
+        for label, t in iter_tensors(output):
+            if t.requires_grad:
+                leaf = leaf_label("grad_output", label)
+                hook = _grad_hook(me, name, leaf, step, training)
+                self._grad_hooks.tensor(t, hook, name=name)
+                self._pending[name] = self._pending.get(name, 0) + 1
+
+
+def _layer_of(key: str, layers: set[str]) -> bool:
+    """Is ``key`` (``layer`` or ``layer/leaf``) of one of ``layers``?"""
+    return key in layers or any(key.startswith(f"{name}/") for name in layers)
+
+
+def meta_values(value: Any) -> bool:
+    """Does ``value`` hold a meta tensor (outside any trace: a model built on ``meta``)?"""
+    return any(t.is_meta for _, t in iter_tensors(value))
+
+
+def _forward_hook(me: weakref.ref[LiveHooks], name: str, module: nn.Module):
+    target = weakref.ref(module)
+
+    def observe(hooked: nn.Module, args: Any, output: Any) -> None:
+        live = me()
+        if live is None or hooked is not target():
+            return
+        if guard.inert(output):
+            if not guard.is_internal() and not guard.tracing() and meta_values(output):
+                live.meta(name)
+            return
+        try:
+            due, step = live.due((name, "activation"))
+            if due:
+                live.report((name, "activation"), name, step, "output", output)
+            if live.gradients:
+                live.watch_gradients(name, output)
+        except Exception as error:
+            live.fail(name, "activation", error)
+
+    return compile_safe(observe)
+
+
+def _grad_hook(me: weakref.ref[LiveHooks], name: str, leaf: str, step: int, training: bool):
+    def hook(grad: torch.Tensor) -> None:
+        live = me()
+        if live is None or not live.gradients or guard.inert(grad):
+            return
+        try:
+            key = (f"{name}/{leaf}", "gradient")
+            due, _ = live.due(key)
+            if due:
+                live.report(key, name, step, leaf, grad, training)
+        except Exception as error:
+            live.fail(name, "gradient", error)
+
+    return hook

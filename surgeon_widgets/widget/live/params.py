@@ -1,0 +1,176 @@
+"""Parameter histograms of watched layers, as ``wandb.watch`` shows them.
+
+For each watched module, its own parameters (``named_parameters(recurse=False)``) are reduced
+by :func:`~surgeon_widgets.engine.stats.tensor_stats` (one transfer per tensor) at every due
+forward: the weights (kind ``"weight"``, leaf ``weight``), the change since the last recorded
+forward when an optimizer step changed them (kind ``"update"``, leaf ``weight.update``), and,
+once ``backward()`` has accumulated it, the gradient (kind ``"weight grad"``, leaf
+``weight.grad``, equal to ``param.grad``). Records go through the Explorer's history and
+transport like the activations'.
+
+>>> import torch
+>>> from torch import nn
+>>> model = nn.Sequential(nn.Linear(2, 2))
+>>> got = []
+>>> steps = iter(range(100))
+>>> watch = ParamWatch(model, got.extend, print, lambda key: (True, next(steps)))
+>>> watch.sync(["0"])
+>>> model(torch.ones(1, 2)).sum().backward()
+>>> watch.close()
+>>> sorted({(r.leaf, r.kind) for r in got})  # doctest: +NORMALIZE_WHITESPACE
+[('bias', 'weight'), ('bias.grad', 'weight grad'),
+ ('weight', 'weight'), ('weight.grad', 'weight grad')]
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import torch
+from torch import nn
+
+from ...engine.guard import inert
+from ...engine.registry import HookRegistry
+from ...engine.stats import tensor_stats
+from ..history import Record
+
+__all__ = ["ParamWatch"]
+
+log = logging.getLogger("surgeon_widgets.explorer")
+
+
+class ParamWatch:
+    """Hooks that report the own parameters of a set of modules of ``model``.
+
+    Args:
+        model: the model (names as in ``get_layers``).
+        sink: called with one update's records.
+        on_error: called with a message when our hook fails (the user's code goes on).
+        due: ``due((name, kind)) -> (is_due, step)``, the Explorer's throttle and step counter.
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        sink: Callable[[list[Record]], None],
+        on_error: Callable[[str], None],
+        due: Callable[[tuple[str, str]], tuple[bool, int]],
+    ) -> None:
+        self.model = model
+        self.sink = sink
+        self.on_error = on_error
+        self.due = due
+        self.registry = HookRegistry("Explorer parameters")
+        self._attached: set[str] = set()
+        self._previous: dict[tuple[str, str], torch.Tensor] = {}  # weights at the last record
+        self._steps: dict[str, int] = {}  # last recorded forward step of each layer
+
+    @property
+    def attached(self) -> list[str]:
+        return sorted(self._attached)
+
+    def sync(self, names: Iterable[str]) -> None:
+        """Watch exactly the modules ``names`` (skipping those without parameters of their own)."""
+        wanted = set(names)
+        for name in self._attached - wanted:
+            self.registry.remove(name)
+            self._steps.pop(name, None)
+            for key in [k for k in self._previous if k[0] == name]:
+                del self._previous[key]
+        me = weakref.ref(self)
+        for name in sorted(wanted - self._attached):
+            module = self.model.get_submodule(name)
+            params = list(module.named_parameters(recurse=False))
+            if not params:
+                continue
+            self.registry.forward_pre(module, _weights_hook(me, name, params), name=name)
+            for pname, param in params:
+                if param.requires_grad:
+                    self.registry.post_accumulate_grad(param, _grad_hook(me, name, pname), name)
+        self._attached = {n for n in wanted if _has_hooks(self, n)}
+
+    def owns_params(self, name: str) -> bool:
+        """Whether module ``name`` has parameters of its own (not only in its children)."""
+        module = self.model.get_submodule(name)
+        return next(module.parameters(recurse=False), None) is not None
+
+    def close(self) -> None:
+        """Remove every hook and drop the kept weights."""
+        self.registry.remove()
+        self._attached = set()
+        self._previous.clear()
+
+    def __del__(self) -> None:
+        self.close()
+
+    def record_weights(self, name: str, params: list[tuple[str, nn.Parameter]]) -> None:
+        due, step = self.due((name, "weight"))
+        if not due:
+            return
+        self._steps[name] = step
+        records = []
+        for pname, param in params:
+            weight = param.detach()
+            mode = self.model.training
+            records.append(Record(f"{name}/{pname}", name, pname, "weight", step,
+                                  tensor_stats(weight), mode))  # fmt: skip
+            before = self._previous.get((name, pname))
+            if before is not None and before.shape == weight.shape:
+                change = tensor_stats(weight - before)
+                if change.zeros < 1.0:  # an optimizer step (or the user) changed them
+                    leaf = f"{pname}.update"
+                    key = f"{name}/{leaf}"
+                    records.append(Record(key, name, leaf, "update", step, change, mode))
+            self._previous[(name, pname)] = weight.clone()
+        self.sink(records)
+
+    def record_grad(self, name: str, pname: str, param: nn.Parameter) -> None:
+        if param.grad is None or name not in self._steps:
+            return
+        leaf = f"{pname}.grad"
+        due, _ = self.due((f"{name}/{leaf}", "weight grad"))
+        if due:
+            stats = tensor_stats(param.grad)
+            step = self._steps[name]
+            self.sink([Record(f"{name}/{leaf}", name, leaf, "weight grad", step, stats)])
+
+    def fail(self, name: str, error: BaseException) -> None:
+        message = f"{name} (parameters): {type(error).__name__}: {error}"
+        log.warning("Explorer hook failed: %s", message, exc_info=error)
+        try:
+            self.on_error(message)
+        except Exception:
+            log.exception("Explorer on_error failed")
+
+
+def _has_hooks(watch: ParamWatch, name: str) -> bool:
+    return any(n == name for _, n in watch.registry.list())
+
+
+def _weights_hook(me: weakref.ref[ParamWatch], name: str, params: list[tuple[str, nn.Parameter]]):
+    def hook(module: nn.Module, args: Any) -> None:
+        watch = me()
+        if watch is None or inert(*args):
+            return
+        try:
+            watch.record_weights(name, params)
+        except Exception as error:  # never break the user's forward
+            watch.fail(name, error)
+
+    return hook
+
+
+def _grad_hook(me: weakref.ref[ParamWatch], name: str, pname: str):
+    def hook(param: nn.Parameter) -> None:
+        watch = me()
+        if watch is None or inert(param):
+            return
+        try:
+            watch.record_grad(name, pname, param)
+        except Exception as error:  # never break the user's backward
+            watch.fail(name, error)
+
+    return hook

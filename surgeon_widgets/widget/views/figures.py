@@ -1,0 +1,145 @@
+"""Matplotlib views of the live stats: histogram history (for papers) and a static PNG fallback.
+
+Figures are built with ``matplotlib.figure.Figure`` (no pyplot), so nothing is shown or kept
+in global state unless the caller does so.
+
+>>> import torch
+>>> from surgeon_widgets.engine.stats import tensor_stats
+>>> from surgeon_widgets.widget.history import Series
+>>> s = Series("fc/output", "fc", "output", "activation", [0, 1],
+...            [tensor_stats(torch.randn(100)), tensor_stats(torch.randn(100) + 1)])
+>>> history_figure({"fc/output": s}, "fc").axes[0].get_xlabel()
+'step'
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from ..history import Series
+
+__all__ = ["NotebookFigure", "history_figure", "regrid", "static_png"]
+
+
+class NotebookFigure(Figure):
+    """A pyplot-free Figure that still shows as an image when it ends a notebook cell."""
+
+    def _repr_png_(self) -> bytes:
+        buffer = io.BytesIO()
+        self.savefig(buffer, format="png")
+        return buffer.getvalue()
+
+
+def regrid(series: Series, rows: int = 64) -> tuple[np.ndarray, float, float]:
+    """Histograms of every step on one common value grid: ``(matrix[rows, steps], lo, hi)``.
+
+    Each step has its own ``[lo, hi]``; counts are moved to the common grid by interpolating
+    the cumulative counts, so totals are preserved.
+    """
+    los = [v.lo for v in series.values if v.hist.sum() > 0]
+    his = [v.hi for v in series.values if v.hist.sum() > 0]
+    lo, hi = (min(los), max(his)) if los else (0.0, 1.0)
+    if hi <= lo:
+        lo, hi = lo - 0.5, hi + 0.5
+    grid = np.linspace(lo, hi, rows + 1)
+    out = np.zeros((rows, len(series.values)))
+    for j, v in enumerate(series.values):
+        total = v.hist.sum()
+        if total == 0:
+            continue
+        edges = np.linspace(v.lo, v.hi, len(v.hist) + 1)
+        if v.hi <= v.lo:  # all finite values equal: one spike
+            out[np.searchsorted(grid, v.lo, side="right").clip(1, rows) - 1, j] = total
+            continue
+        cum = np.concatenate([[0.0], np.cumsum(v.hist, dtype=np.float64)])
+        out[:, j] = np.diff(np.interp(grid, edges, cum))
+    return out, lo, hi
+
+
+def _draw(fig: Figure, series: Mapping[str, Series], row0: int, nrows: int) -> None:
+    for i, (key, s) in enumerate(series.items()):
+        strip = fig.add_subplot(nrows, 2, 2 * (row0 + i) + 1)
+        matrix, lo, hi = regrid(s)
+        steps = s.steps
+        x1 = steps[-1] + 1 if steps else 1
+        strip.imshow(
+            np.log1p(matrix),
+            aspect="auto",
+            origin="lower",
+            cmap="viridis",
+            extent=(steps[0] if steps else 0, x1, lo, hi),
+            interpolation="nearest",
+        )
+        strip.set_xlabel("step")
+        strip.set_ylabel("value")
+        strip.set_title(f"History of {key}", fontsize=9)
+        last = s.latest
+        hist = fig.add_subplot(nrows, 2, 2 * (row0 + i) + 2)
+        width = (last.hi - last.lo) / len(last.hist) or 1.0
+        hist.bar(
+            np.linspace(last.lo, last.hi, len(last.hist), endpoint=False),
+            last.hist,
+            width=width,
+            align="edge",
+            color="#4c72b0",
+        )
+        hist.set_title(f"{key} @ step {steps[-1]}: {_summary(last)}", fontsize=8)
+        hist.set_xlabel("value")
+        hist.set_ylabel("count")
+
+
+def _summary(s: Any) -> str:
+    def f(v: float | None) -> str:
+        return "-" if v is None else f"{v:.3g}"
+
+    moments = f"mean {f(s.mean)} std {f(s.std)} min {f(s.min)} max {f(s.max)}"
+    return f"{moments} NaN {s.nans} Inf {s.infs}"
+
+
+def history_figure(series: Mapping[str, Series], title: str = "") -> Figure:
+    """One row per key: heat strip of the histogram history (value on y, step on x) + latest."""
+    n = max(len(series), 1)
+    fig = NotebookFigure(figsize=(10, 2.6 * n), layout="constrained")
+    if not series:
+        fig.text(
+            0.5,
+            0.5,
+            f"no stats yet for {title!r}: select it and run the model",
+            ha="center",
+            va="center",
+        )
+        return fig
+    _draw(fig, series, 0, n)
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+def static_png(
+    rows: Sequence[Mapping[str, Any]],
+    layers: Mapping[str, Mapping[str, Series]],
+    max_rows: int = 40,
+) -> bytes:
+    """PNG of the current view: the top of the tree, then each selected layer's stats."""
+    series = {k: s for per in layers.values() for k, s in per.items()}
+    n = len(series)
+    tree_height = 0.2 * min(len(rows), max_rows) + 0.6
+    fig = Figure(figsize=(10, tree_height + 2.6 * n), layout="constrained")
+    sub = fig.subfigures(2, 1, height_ratios=[tree_height, 2.6 * n or 0.01])
+    lines = [f"{'  ' * r['depth']}{r['name']}  {r['cls']}  {r['params']:,}" for r in rows]
+    lines = lines[:max_rows]
+    if len(rows) > max_rows:
+        lines.append(f"... {len(rows) - max_rows} more rows")
+    sub[0].text(
+        0.01, 0.98, "\n".join(lines) or "(no modules)", va="top", family="monospace", fontsize=8
+    )
+    if n:
+        _draw(sub[1], series, 0, n)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=80)
+    return buffer.getvalue()

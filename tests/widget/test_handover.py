@@ -1,0 +1,157 @@
+"""The thread hand-over: trait changes made on another thread apply at the model's next forward."""
+
+from __future__ import annotations
+
+import threading
+
+import torch
+import torch.fx
+from torch import nn
+
+from surgeon_widgets.engine import guard
+from surgeon_widgets.engine.registry import live_hooks
+from surgeon_widgets.widget.explorer import Explorer
+from surgeon_widgets.widget.runtime.handover import Handover
+
+
+def toy() -> nn.Module:
+    return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+
+
+def on_thread(fn, *args) -> None:
+    """Run ``fn`` on another thread (as the kernel subshell does) and wait for it."""
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            fn(*args)
+        except BaseException as error:  # surfaced below
+            errors.append(error)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    assert not errors, errors
+
+
+def hooked(model: nn.Module) -> set[str]:
+    return {n for n, m in model.named_modules() if m._forward_hooks}
+
+
+def test_selection_from_another_thread_applies_at_the_next_forward_and_records_it():
+    model = toy()
+    ex = Explorer(model, max_rate=0)
+    on_thread(setattr, ex, "selected", ["2"])
+    assert ex.selected == ["2"]
+    assert hooked(model) == set() and ex.hooks == []  # nothing touched the model yet
+    assert [owner for owner, _, _ in live_hooks()] == ["Explorer handover"]
+
+    model(torch.randn(3, 4))  # the pre-hook attaches before layer 2 runs: this forward counts
+    assert hooked(model) == {"2"}
+    assert ex.stats("2")["2/output"].latest.shape == (3, 2)
+    assert [h["name"] for h in ex.hooks] == ["2"]
+    assert all(owner != "Explorer handover" for owner, _, _ in live_hooks())  # pre-hook gone
+    ex.close()
+
+
+def test_changes_apply_in_order_and_the_newest_of_a_trait_wins():
+    model = toy()
+    ex = Explorer(model)
+    on_thread(setattr, ex, "selected", ["0"])
+    on_thread(setattr, ex, "max_rate", 0.0)
+    on_thread(setattr, ex, "selected", ["0", "2"])
+    on_thread(setattr, ex, "gradients", True)
+    assert ex._handover.pending == ["max_rate", "selected", "gradients"]
+    assert ex._live.max_rate == 10.0
+    model(torch.randn(2, 4)).sum().backward()
+    assert ex._live.max_rate == 0.0 and ex._live.gradients
+    assert hooked(model) == {"0", "2"}
+    assert "0/grad_output" in ex.stats("0")
+    ex.close()
+
+
+def test_graph_nodes_and_cut_marks_from_another_thread_wait_for_a_forward():
+    model = toy()
+    ex = Explorer(model, torch.randn(1, 4))
+    rows = list(ex.rows)
+    on_thread(setattr, ex, "show_nodes", True)
+    on_thread(setattr, ex, "node_out", ["1"])
+    assert ex.rows == rows and ex.cut_report == {}
+    model(torch.randn(1, 4))
+    assert len(ex.rows) > len(rows)
+    assert ex.cut_report["outputs"] and not ex.cut_report["problems"]
+    ex.close()
+
+
+def test_a_main_thread_change_first_applies_what_is_pending():
+    model = toy()
+    ex = Explorer(model)
+    on_thread(setattr, ex, "selected", ["0"])
+    ex.select(["2"])  # the user's own code, on the main thread: applies now, after the click
+    assert ex._handover.pending == [] and hooked(model) == {"2"}
+    ex.close()
+
+
+def test_nothing_is_applied_inside_a_trace_or_the_packages_own_forwards():
+    model = toy()
+    ex = Explorer(model)
+    plain = len(torch.fx.symbolic_trace(nn.Sequential(toy())).graph.nodes)
+    on_thread(setattr, ex, "selected", ["0"])
+    seen = []
+    ex._handover.registry.forward_pre(model, lambda m, a: seen.append(type(a[0]).__name__))
+    graph = torch.fx.symbolic_trace(nn.Sequential(model)).graph  # model runs its pre-hooks
+    assert seen == ["Proxy"]  # our pre-hook ran too, and did nothing under the tracer
+    assert len(graph.nodes) == plain
+    with guard.internal():
+        model(torch.randn(1, 4))
+    assert ex._handover.pending == ["selected"] and hooked(model) == set()
+    model(torch.randn(1, 4))
+    assert hooked(model) == {"0"}
+    ex._handover.registry.remove()
+    ex.close()
+
+
+def test_close_drops_pending_changes_and_the_pre_hook():
+    model = toy()
+    ex = Explorer(model)
+    on_thread(setattr, ex, "selected", ["0"])
+    ex.close()
+    assert live_hooks() == []
+    model(torch.randn(1, 4))
+    assert hooked(model) == set()
+
+
+def test_a_failing_change_is_logged_and_the_rest_still_apply(caplog):
+    model = toy()
+    inbox = Handover(model)
+    seen: list[str] = []
+
+    def boom(value: object) -> None:
+        raise RuntimeError("boom")
+
+    on_thread(inbox.post, "a", boom, None)
+    on_thread(inbox.post, "b", seen.append, "b")
+    model(torch.randn(1, 4))
+    assert seen == ["b"] and inbox.pending == []
+    assert "applying a change of 'a' failed" in caplog.text
+    inbox.close()
+
+
+def test_widget_messages_from_another_thread_wait_for_a_forward_but_hello_does_not():
+    model = toy()
+    ex = Explorer(model, selected=["0"])
+    sent = []
+    ex.send = lambda content, buffers=None: sent.append(content["type"])
+    ex.open()  # as a display does
+    handler = ex.comm._msg_callback  # ipywidgets' handler, as the comm calls it
+
+    def message(content: dict) -> dict:
+        return {"content": {"data": {"method": "custom", "content": content}}, "buffers": []}
+
+    on_thread(handler, message({"type": "remove_all_hooks"}))
+    on_thread(handler, message({"type": "hello"}))
+    assert sent == ["snapshot"]  # answered at once (reads history only)
+    assert hooked(model) == {"0"}  # the removal waits for the model's thread
+    model(torch.randn(1, 4))
+    assert ex.selected == [] and hooked(model) == set()
+    ex.close()
