@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PACKAGE = "surgeon_widgets"
-# Rooms, lowest first: a room imports only itself and rooms before it. The order follows the
-# data: model -> names -> widget state (views) -> hooks (live) -> messages (wire) -> Explorer.
+# Rooms, lowest first: a room imports only itself and rooms before it. In the widget: what was
+# measured (history), the host (runtime: kernel, threads, dynamo), the views' state, the one
+# encoding of every message (wire), the hooks that feed it (live), the Explorer wiring them all.
 # "" is the package top (cli, ipython_ext, hooks, __init__, demo): what no other entry claims.
 ROOMS = [
     "engine",
@@ -30,8 +31,8 @@ ROOMS = [
     "widget.history",
     "widget.runtime",
     "widget.views",
-    "widget.live",
     "widget.wire",
+    "widget.live",
     "widget",
     "",
 ]
