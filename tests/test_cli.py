@@ -88,7 +88,7 @@ def test_main_requires_a_command(capsys):
 
 def test_main_passes_port_folder_and_prints_the_url_with_its_token(tmp_path, monkeypatch, capsys):
     calls = []
-    monkeypatch.setattr(cli.subprocess, "call", lambda command, env: calls.append((command, env)))
+    monkeypatch.setattr(cli, "run_server", lambda command, env: calls.append((command, env)))
     monkeypatch.delenv("JUPYTER_TOKEN", raising=False)
     port = free_port()
     assert cli.main(["demo", "--no-browser", "--port", str(port), "--dir", str(tmp_path)]) is None
