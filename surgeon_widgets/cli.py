@@ -34,8 +34,10 @@ DEMO = "demo.ipynb"
 DEMO_INSTALL = 'pip install "surgeon-widgets[demo]"'
 DEFAULT_PORT = 8888
 # the signals a terminal, `kill`, systemd or a container stop send to end a command
-FORWARDED = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGINT", "SIGHUP") if hasattr(signal, n))
-STOP_GRACE = 10.0  # s; JupyterLab's shutdown waits up to 5 s per kernel (shutdown_wait_time)
+STOP_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGTERM", "SIGINT", "SIGHUP") if hasattr(signal, name)
+)
+STOP_GRACE = 10.0  # s; the server gives its kernels, stopped together, 5 s (shutdown_wait_time)
 
 
 def copy_demo(folder: Path) -> Path:
@@ -56,7 +58,8 @@ def lab_command(folder: Path, port: int, browser: bool) -> list[str]:
         sys.executable, "-m", "jupyterlab", f"--port={port}", "--ip=127.0.0.1",
         f"--ServerApp.root_dir={folder}", f"--LabApp.default_url=/lab/tree/{DEMO}",
         "--ServerApp.port_retries=0",  # the printed URL must be the one it serves
-        # a SIGINT stops it at once; on a terminal it would otherwise ask "Shut down?" for 5 s
+        # Ctrl-C on a terminal reaches the server too (same process group): stop at once
+        # instead of asking "Shut down this Jupyter server?" for 5 s
         "--ServerApp.answer_yes=True",
     ]  # fmt: skip
     if not browser:
@@ -89,45 +92,45 @@ def free_port() -> int:
 def run_server(command: list[str], env: dict[str, str], grace: float = STOP_GRACE) -> int:
     """Run ``command`` as a child process that lives exactly as long as this call.
 
-    SIGTERM, SIGINT and SIGHUP sent to this process (to its pid alone, as `kill`, systemd or a
-    container stop do) are passed on to the child, one that arrives while the child is starting
-    once it exists, and the call returns when the child has exited. A second signal, or a child
-    still running ``grace`` s after the first, gets SIGKILL, so nothing waits forever. Returns
-    the child's exit code, or 128 + N when it died of signal N (the shell's convention: 143 for
-    SIGTERM, 137 for SIGKILL).
+    SIGTERM, SIGINT or SIGHUP sent to this process (to its pid alone, as `kill`, systemd or a
+    container stop do) asks the child to stop with SIGTERM, the signal JupyterLab always stops
+    cleanly on: off a terminal it meets SIGINT with "Interrupted..." and skips its cleanup
+    (kernels, runtime files), and SIGHUP kills it. A signal that arrives while the child is
+    starting is passed on once it exists. A second signal, or a child still running ``grace``
+    s after the first, gets SIGKILL, so nothing waits forever. Returns once the child has
+    exited: its exit code, or 128 + N when it died of signal N (the shell's convention: 143
+    for SIGTERM, 137 for SIGKILL).
 
     >>> run_server([sys.executable, "-c", "raise SystemExit(3)"], dict(os.environ))
     3
     """
-    # one consumer: handlers and the waiter thread only post here (SimpleQueue.put is
-    # reentrant, safe in a signal handler); None means the child exited
-    events: queue.SimpleQueue[int | None] = queue.SimpleQueue()
-    previous = {s: signal.signal(s, lambda signum, _frame: events.put(signum)) for s in FORWARDED}
+    # one consumer, this loop; the handlers and the waiter thread only post (SimpleQueue.put is
+    # reentrant, safe in a signal handler)
+    events: queue.SimpleQueue[str] = queue.SimpleQueue()
+    previous = {s: signal.signal(s, lambda *_: events.put("signal")) for s in STOP_SIGNALS}
     try:
         child = subprocess.Popen(command, env=env)
 
         def post_exit() -> None:
             child.wait()
-            events.put(None)
+            events.put("exited")
 
         threading.Thread(target=post_exit, daemon=True).start()
-        signals, deadline = 0, None
+        stopping, deadline = False, None  # deadline: the end of the grace period, while it runs
         while True:
             timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
             try:
                 event = events.get(timeout=timeout)
-            except queue.Empty:  # the grace period is over
+            except queue.Empty:
+                event = "grace over"
+            if event == "exited":
+                break
+            if event == "signal" and not stopping:
+                stopping, deadline = True, time.monotonic() + grace
+                child.terminate()
+            else:  # a second signal, or the grace period is over
                 child.kill()
                 deadline = None
-                continue
-            if event is None:
-                break
-            signals += 1
-            if signals == 1:
-                child.send_signal(event)
-                deadline = time.monotonic() + grace
-            else:
-                child.kill()
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)

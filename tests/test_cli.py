@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from importlib import resources
 from pathlib import Path
 
@@ -164,11 +165,22 @@ def test_demo_command_starts_a_server_on_127_0_0_1_that_stops_with_it(tmp_path, 
         assert "started" in json.loads(body)
         assert (tmp_path / "work" / cli.DEMO).is_file()
 
+        # a kernel too: the server starts it in a session of its own, out of the command's group
+        kernels = f"http://127.0.0.1:{port}/api/kernels"
+        request = urllib.request.Request(kernels, b"{}", headers, method="POST")
+        with urllib.request.urlopen(request, timeout=60) as response:
+            assert response.status == 201
+        wait_until(
+            lambda: len(descendants(proc.pid)) >= 2, timeout=60,
+            what="the command's JupyterLab and its kernel",
+        )  # fmt: skip
         server = descendants(proc.pid)
-        assert server, "JupyterLab runs as the command's child"
         # to the command's pid alone, as `kill`, systemd or a container stop send it
         os.kill(proc.pid, stop)
         assert proc.wait(timeout=10) == 0, log_tail(log)  # JupyterLab's own, a clean stop
+        # a clean stop, not a kill: the server removed its own and its kernel's runtime files
+        runtime = tmp_path / "home" / "runtime"
+        assert not [*runtime.glob("jpserver-*.json"), *runtime.glob("kernel-*.json")]
         wait_until(
             lambda: not listening(port) and not any(alive(pid) for pid in server),
             timeout=5, what=f"port {port} closed and no process of the command left",
@@ -220,11 +232,11 @@ def test_run_server_returns_the_servers_exit_code(tmp_path):
 @pytest.mark.parametrize(
     "stop", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=lambda s: s.name
 )
-def test_run_server_passes_the_signal_on_and_returns_128_plus_it(tmp_path, stop):
-    # default handlers: the child dies of the signal (Python re-raises an unhandled SIGINT)
+def test_run_server_stops_the_server_with_sigterm_and_returns_128_plus_it(tmp_path, stop):
+    # default handlers: the child dies of the SIGTERM it is sent, whatever the command got
     with _supervised(tmp_path, "") as (proc, _):
         os.kill(proc.pid, stop)
-        assert proc.wait(timeout=10) == 128 + stop
+        assert proc.wait(timeout=10) == 128 + signal.SIGTERM
 
 
 @pytest.mark.timeout(60)
