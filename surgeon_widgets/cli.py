@@ -2,7 +2,8 @@
 
 ``surgeon-widgets demo`` copies the shipped demo notebook to a working folder (never edited in
 place) and starts JupyterLab there on 127.0.0.1, printing the full URL with its token. It needs
-JupyterLab: ``pip install "surgeon-widgets[demo]"``.
+JupyterLab: ``pip install "surgeon-widgets[demo]"``. The server lives exactly as long as the
+command (:func:`run_server`).
 
 Each subcommand is one ``add_<name>(commands)`` function that registers its parser and sets
 ``handler``; heavy imports (torch, Jupyter) happen inside the handler only, so ``--help`` is
@@ -14,11 +15,15 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import queue
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
@@ -28,6 +33,11 @@ __all__ = ["main"]
 DEMO = "demo.ipynb"
 DEMO_INSTALL = 'pip install "surgeon-widgets[demo]"'
 DEFAULT_PORT = 8888
+# the signals a terminal, `kill`, systemd or a container stop send to end a command
+STOP_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGTERM", "SIGINT", "SIGHUP") if hasattr(signal, name)
+)
+STOP_GRACE = 10.0  # s; the server gives its kernels, stopped together, 5 s (shutdown_wait_time)
 
 
 def copy_demo(folder: Path) -> Path:
@@ -48,6 +58,9 @@ def lab_command(folder: Path, port: int, browser: bool) -> list[str]:
         sys.executable, "-m", "jupyterlab", f"--port={port}", "--ip=127.0.0.1",
         f"--ServerApp.root_dir={folder}", f"--LabApp.default_url=/lab/tree/{DEMO}",
         "--ServerApp.port_retries=0",  # the printed URL must be the one it serves
+        # Ctrl-C on a terminal reaches the server too (same process group): stop at once
+        # instead of asking "Shut down this Jupyter server?" for 5 s
+        "--ServerApp.answer_yes=True",
     ]  # fmt: skip
     if not browser:
         command.append("--no-browser")
@@ -76,6 +89,55 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def run_server(command: list[str], env: dict[str, str], grace: float = STOP_GRACE) -> int:
+    """Run ``command`` as a child process that lives exactly as long as this call.
+
+    SIGTERM, SIGINT or SIGHUP sent to this process (to its pid alone, as `kill`, systemd or a
+    container stop do) asks the child to stop with SIGTERM, the signal JupyterLab always stops
+    cleanly on: off a terminal it meets SIGINT with "Interrupted..." and skips its cleanup
+    (kernels, runtime files), and SIGHUP kills it. A signal that arrives while the child is
+    starting is passed on once it exists. A second signal, or a child still running ``grace``
+    s after the first, gets SIGKILL, so nothing waits forever. Returns once the child has
+    exited: its exit code, or 128 + N when it died of signal N (the shell's convention: 143
+    for SIGTERM, 137 for SIGKILL).
+
+    >>> run_server([sys.executable, "-c", "raise SystemExit(3)"], dict(os.environ))
+    3
+    """
+    # one consumer, this loop; the handlers and the waiter thread only post (SimpleQueue.put is
+    # reentrant, safe in a signal handler)
+    events: queue.SimpleQueue[str] = queue.SimpleQueue()
+    previous = {s: signal.signal(s, lambda *_: events.put("signal")) for s in STOP_SIGNALS}
+    try:
+        child = subprocess.Popen(command, env=env)
+
+        def post_exit() -> None:
+            child.wait()
+            events.put("exited")
+
+        threading.Thread(target=post_exit, daemon=True).start()
+        stopping, deadline = False, None  # deadline: the end of the grace period, while it runs
+        while True:
+            timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                event = events.get(timeout=timeout)
+            except queue.Empty:
+                event = "grace over"
+            if event == "exited":
+                break
+            if event == "signal" and not stopping:
+                stopping, deadline = True, time.monotonic() + grace
+                child.terminate()
+            else:  # a second signal, or the grace period is over
+                child.kill()
+                deadline = None
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    code = child.wait()
+    return 128 - code if code < 0 else code
+
+
 def run_demo(args: argparse.Namespace) -> int:
     missing = missing_demo_requirements()
     if missing:
@@ -97,10 +159,7 @@ def run_demo(args: argparse.Namespace) -> int:
     print(f"demo notebook: {notebook}")
     print(f"open http://127.0.0.1:{port}/lab/tree/{DEMO}?token={token}", flush=True)
     env = {**os.environ, "JUPYTER_TOKEN": token}
-    try:
-        return subprocess.call(lab_command(args.dir, port, not args.no_browser), env=env)
-    except KeyboardInterrupt:
-        return 0
+    return run_server(lab_command(args.dir, port, not args.no_browser), env)
 
 
 def add_demo(commands: argparse._SubParsersAction) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import time
 import urllib.request
@@ -15,7 +16,10 @@ from typing import TypeVar
 
 from surgeon_widgets.cli import free_port  # the package's own (the demo uses it), shared
 
-__all__ = ["ServerError", "free_port", "http_get", "repo_env", "started", "stop", "wait_for"]
+__all__ = [
+    "ServerError", "alive", "descendants", "free_port", "http_get", "listening", "repo_env",
+    "started", "stop", "wait_for", "wait_until",
+]  # fmt: skip
 
 REPO = Path(__file__).resolve().parents[2]
 T = TypeVar("T")
@@ -98,3 +102,52 @@ def http_get(url: str, headers: dict[str, str] | None = None) -> tuple[int, byte
             return response.status, response.read()
     except OSError:  # refused, reset, timed out, or an HTTP error status
         return None
+
+
+def listening(port: int) -> bool:
+    """Whether something accepts connections on 127.0.0.1:``port``."""
+    with socket.socket() as s:
+        s.settimeout(2)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _proc_state(pid: int) -> tuple[str, int] | None:
+    """``(state, parent pid)`` of ``pid`` from /proc (Linux), or None once it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # the command name, in parentheses, may hold spaces: the fields follow the last ")"
+    state, ppid = text.rpartition(")")[2].split()[:2]
+    return state, int(ppid)
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` still runs (a zombie, dead but not yet reaped, does not)."""
+    state = _proc_state(pid)
+    return state is not None and state[0] != "Z"
+
+
+def descendants(pid: int) -> list[int]:
+    """The pids of the living processes ``pid`` started, theirs, and so on (Linux /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        state = _proc_state(int(entry.name)) if entry.name.isdigit() else None
+        if state is not None and state[0] != "Z":
+            children.setdefault(state[1], []).append(int(entry.name))
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        kids = children.get(todo.pop(), [])
+        found += kids
+        todo += kids
+    return found
+
+
+def wait_until(done: Callable[[], bool], *, timeout: float, what: str) -> None:
+    """Call ``done()`` until it is true; AssertionError naming ``what`` after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while not done():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout:g} s: {what}")
+        time.sleep(0.1)
