@@ -183,12 +183,13 @@ def test_find_variable_name(monkeypatch):
     namespace = {"_": model, "_5": model, "resnet": model, "m2": model, "m1": model, "o": other}
     assert find_variable_name(model, namespace) == "m1"  # shortest, then most recent
     assert find_variable_name(nn.ReLU(), namespace) == "model"
-    globals()["net_for_test"] = model  # the caller's globals when not in IPython
+    globals()["net_for_test"] = model  # neither the caller's globals nor IPython are searched
+    shell = types.SimpleNamespace(user_ns={"my_model": model})
+    monkeypatch.setitem(sys.modules, "IPython", types.SimpleNamespace(get_ipython=lambda: shell))
     try:
-        assert find_variable_name(model) == "net_for_test"
+        assert find_variable_name(model, {}) == "model"
+        assert find_variable_name(model, shell.user_ns) == "my_model"
+        with pytest.raises(TypeError):
+            find_variable_name(model)  # type: ignore[call-arg]  # the namespace is required
     finally:
         del globals()["net_for_test"]
-    shell = types.SimpleNamespace(user_ns={"my_model": model})
-    fake = types.SimpleNamespace(get_ipython=lambda: shell)
-    monkeypatch.setitem(sys.modules, "IPython", fake)
-    assert find_variable_name(model) == "my_model"
