@@ -9,6 +9,7 @@ import warnings
 
 import pytest
 import torch
+from support.models import tiny_bert
 from torch import nn
 from torchvision.models import resnet18
 
@@ -69,16 +70,7 @@ def test_generated_code_on_resnet():
 
 
 def test_generated_code_on_bert():
-    from transformers import BertConfig, BertModel
-
-    config = BertConfig(
-        num_hidden_layers=2,
-        hidden_size=64,
-        num_attention_heads=2,
-        intermediate_size=128,
-        vocab_size=100,
-    )
-    bert = BertModel(config).eval()
+    bert = tiny_bert(hidden_size=64, intermediate_size=128)
     mask = torch.ones(2, 8, dtype=torch.long)
     mask[0, -3:] = 0
     inputs = {"input_ids": torch.randint(0, 100, (2, 8)), "attention_mask": mask}
