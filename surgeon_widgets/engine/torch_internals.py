@@ -62,7 +62,10 @@ def _resolve(path: str) -> Any:
         try:
             value = getattr(value, part)
         except AttributeError:
-            value = importlib.import_module(".".join(parts[:i]))
+            try:  # a submodule not imported yet
+                value = importlib.import_module(".".join(parts[:i]))
+            except ImportError:
+                raise AttributeError(f"{'.'.join(parts[: i - 1])} has no {part!r}") from None
     return value
 
 
