@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from torch.utils._pytree import TreeSpec, tree_flatten, tree_map
+
+from .torch_internals import PYTREE
 
 __all__ = ["Binder", "CallLayout", "FixedArgumentError", "signature_of"]
 
@@ -51,7 +52,7 @@ class CallLayout:
     method: str
     positional: tuple[str, ...] = ()
     keywords: tuple[str, ...] = ()
-    spec: TreeSpec | None = None
+    spec: Any = None  # the pytree TreeSpec of (args, kwargs)
     traced: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -59,7 +60,7 @@ class CallLayout:
         cls, model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> CallLayout:
         signature = signature_of(model)
-        _, spec = tree_flatten((args, kwargs))
+        _, spec = PYTREE.get().tree_flatten((args, kwargs))
         traced: dict[str, Any] = {}
         positional: tuple[str, ...] = ()
         if signature is not None:
@@ -138,7 +139,7 @@ class Binder:
         for name, value in arguments.items():  # only what is passed: omitted means "as traced"
             self._check_fixed(name, value)
         for name, value in self.layout.traced.items():  # tensors left out stay missing
-            arguments.setdefault(name, tree_map(lambda v: _MISSING if _is_tensor(v) else v, value))
+            arguments.setdefault(name, PYTREE.get().tree_map(_missing_if_tensor, value))
         return self._from_arguments(arguments)
 
     def _from_arguments(self, arguments: dict[str, Any]) -> list[Any]:
@@ -173,7 +174,7 @@ class Binder:
             if name not in arguments:
                 raise TypeError(f"missing argument {name!r}; {self._how_to_call()}")
             kwargs[name] = arguments[name]
-        flat, spec = tree_flatten((tuple(args), kwargs))
+        flat, spec = PYTREE.get().tree_flatten((tuple(args), kwargs))
         if spec != layout.spec:
             raise FixedArgumentError(
                 "the inputs are not structured as when the model was traced "
@@ -251,8 +252,8 @@ class Binder:
         return f"call it as the model is called, or with its inputs ({names}) in order or by name"
 
 
-def _is_tensor(value: Any) -> bool:
-    return isinstance(value, torch.Tensor)
+def _missing_if_tensor(value: Any) -> Any:
+    return _MISSING if isinstance(value, torch.Tensor) else value
 
 
 def _default_of(signature: inspect.Signature | None, name: str) -> Any:

@@ -23,8 +23,15 @@ from typing import Any
 
 import torch
 import torch.fx
-from torch._guards import TracingContext, detect_fake_mode
-from torch._subclasses.fake_tensor import is_fake
+
+from .torch_internals import (
+    DETECT_FAKE_MODE,
+    FUNCTORCH_ACTIVE,
+    FX_TRACING,
+    IS_FAKE,
+    MAY_BE_WRAPPED,
+    MAY_HAVE_FAKE_MODE,
+)
 
 __all__ = ["inert", "internal", "is_internal", "tracing"]
 
@@ -51,10 +58,10 @@ def is_internal() -> bool:
 def tracing() -> bool:
     """Is any tracer running here: torch.fx, dynamo / torch.export, or a functorch transform?"""
     return (
-        _fx_tracing()
+        FX_TRACING.get()()
         or torch.compiler.is_compiling()
         or torch.compiler.is_exporting()
-        or torch._C._are_functorch_transforms_active()
+        or FUNCTORCH_ACTIVE.get()()
         or _fake_mode()
     )
 
@@ -62,28 +69,21 @@ def tracing() -> bool:
 # Every live hook asks on every forward, so the common eager answers are found cheaply
 # (about 1 us instead of 15): the same checks, with torch's slower general ones only when a
 # cheap one cannot rule a case out.
-_fx_tracing = getattr(  # torch >= 2.7; older torch only has is_fx_tracing
-    torch.fx._symbolic_trace, "is_fx_symbolic_tracing", torch.fx._symbolic_trace.is_fx_tracing
-)
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 
 def _fake_mode() -> bool:
     # detect_fake_mode() looks in a TracingContext and on the dispatch mode stack: both empty here
-    if TracingContext.try_get() is None and torch._C._len_torch_dispatch_stack() == 0:
+    if not MAY_HAVE_FAKE_MODE.get()():
         return False
-    return detect_fake_mode() is not None
+    return DETECT_FAKE_MODE.get()() is not None
 
 
 def _fake(t: torch.Tensor) -> bool:
     # a plain tensor (no Python subclass) is fake only as a C++ fake or under a wrapper
-    if type(t) in _PLAIN and not (
-        torch._C._is_fake_tensor(t)
-        or torch._is_functional_tensor(t)
-        or torch._C._functorch.is_functorch_wrapped_tensor(t)
-    ):
+    if type(t) in _PLAIN and not MAY_BE_WRAPPED.get()(t):
         return False
-    return is_fake(t)
+    return IS_FAKE.get()(t)
 
 
 def _symbolic(value: Any) -> bool:

@@ -15,10 +15,10 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.utils._pytree import tree_map_only
 
 from .naming import NameSpec, UnknownNameError, normalize_spec, split_call_suffix
 from .registry import HookRegistry
+from .torch_internals import LAZY_CLONE, PYTREE
 
 __all__ = ["Inspect", "get_layers", "resolve_layer", "snapshot"]
 
@@ -54,11 +54,6 @@ def resolve_layer(model: nn.Module, name: str) -> tuple[nn.Module, str, int]:
     )
 
 
-# Copy-on-write clone: free unless the model later writes to the tensor in place, in which case
-# only that write pays for the copy. Plain clone where torch lacks it.
-lazy_clone = getattr(torch, "_lazy_clone", torch.clone)
-
-
 def snapshot(value: Any) -> Any:
     """The value as it is now: tensor leaves cloned (copy-on-write), gradients still flow.
 
@@ -66,9 +61,12 @@ def snapshot(value: Any) -> Any:
     >>> kept
     tensor([-1.,  2.])
     """
+    # copy-on-write: free unless the model later writes to the tensor in place, in which case
+    # only that write pays for the copy
+    clone = LAZY_CLONE.get()
     if isinstance(value, torch.Tensor):
-        return lazy_clone(value)
-    return tree_map_only(torch.Tensor, lazy_clone, value)
+        return clone(value)
+    return PYTREE.get().tree_map_only(torch.Tensor, clone, value)
 
 
 class Inspect(nn.Module):

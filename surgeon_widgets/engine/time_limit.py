@@ -44,12 +44,12 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import torch
-from torch.utils import _python_dispatch
+
+from .torch_internals import MODE_STACKS, TRACE_CONFIGS, ModeStacks
 
 __all__ = ["TimeLimitExceeded", "call_within"]
 
 T = TypeVar("T")
-_INFRA_KEYS = tuple(torch._C._TorchDispatchModeKey.__members__.values())
 _RESEND = 0.5  # seconds between two raises, should torch swallow one
 _POLL = 0.01  # how often the timer looks whether the call has returned
 
@@ -62,8 +62,10 @@ def call_within(seconds: float | None, call: Callable[[], T]) -> T:
     """``call()``, aborted with :class:`TimeLimitExceeded` after ``seconds`` (``None``: no limit).
 
     After an abort the process state a trace swaps is as before the call (see the module).
+    Where torch lacks what that restore needs (:data:`.torch_internals.MODE_STACKS`), the call
+    runs without a limit.
     """
-    if seconds is None:
+    if seconds is None or not MODE_STACKS.available:
         return call()
     before = _ProcessState.capture()
     watch = _Watch(threading.get_ident(), seconds)
@@ -140,29 +142,30 @@ class _ProcessState:
     ``math.pow`` (non-strict export's overrides), the torch function and dispatch mode stacks,
     grad mode, the tracing context, the recursion limit and the dynamo / export / fx configs."""
 
-    _CONFIGS = ("torch._dynamo.config", "torch._export.config", "torch.fx.experimental._config",
-                "torch._functorch.config")  # fmt: skip
-
-    def __init__(self) -> None:
+    def __init__(self, stacks: ModeStacks) -> None:
+        self.stacks = stacks
         self.functions = (builtins.min, builtins.max, math.pow)
-        self.function_modes = torch._C._len_torch_function_stack()
-        self.dispatch_modes = torch._C._len_torch_dispatch_stack()
-        self.infra_modes = {key: torch._C._get_dispatch_mode(key) for key in _INFRA_KEYS}
+        self.function_modes = stacks.function_depth()
+        self.dispatch_modes = stacks.dispatch_depth()
+        self.infra_modes = {key: stacks.get_infra(key) for key in stacks.infra_keys}
         self.grad = torch.is_grad_enabled()
-        self.tracing_context = torch._guards.TracingContext.try_get()
+        self.tracing_context = stacks.tracing_context()
         self.recursion_limit = sys.getrecursionlimit()
         self.configs = {
-            name: sys.modules[name].get_config_copy() for name in self._CONFIGS
+            name: sys.modules[name].get_config_copy() for name in TRACE_CONFIGS
             if hasattr(sys.modules.get(name), "get_config_copy")
         }  # fmt: skip
 
     @classmethod
     def capture(cls) -> _ProcessState:
-        return cls()
+        stacks = MODE_STACKS.get()
+        if stacks is None:
+            raise RuntimeError(f"cannot read torch's mode stacks: {MODE_STACKS.degraded}")
+        return cls(stacks)
 
     def differences(self) -> list[str]:
         """What differs from now (empty: nothing), for tests and the benchmark."""
-        now = _ProcessState()
+        now = _ProcessState(self.stacks)
         fields = ("functions", "function_modes", "dispatch_modes", "infra_modes", "grad",
                   "tracing_context", "recursion_limit")  # fmt: skip
         changed = [f for f in fields if getattr(self, f) != getattr(now, f)]
@@ -172,18 +175,19 @@ class _ProcessState:
         return changed
 
     def restore(self) -> None:
+        stacks = self.stacks
         builtins.min, builtins.max, math.pow = self.functions
-        while torch._C._len_torch_function_stack() > self.function_modes:
-            torch._C._pop_torch_function_stack()
+        while stacks.function_depth() > self.function_modes:
+            stacks.pop_function()
         for key, mode in self.infra_modes.items():  # fake, proxy, functional: one slot each
-            if torch._C._get_dispatch_mode(key) is not mode:
-                torch._C._unset_dispatch_mode(key)
+            if stacks.get_infra(key) is not mode:
+                stacks.unset_infra(key)
                 if mode is not None:
-                    torch._C._set_dispatch_mode(mode)
-        while torch._C._len_torch_dispatch_stack() > self.dispatch_modes:
-            _python_dispatch._pop_mode()
+                    stacks.set_infra(mode)
+        while stacks.dispatch_depth() > self.dispatch_modes:
+            stacks.pop_dispatch()
         torch.set_grad_enabled(self.grad)
-        torch._guards._TLS.tracing_context = self.tracing_context
+        stacks.set_tracing_context(self.tracing_context)
         sys.setrecursionlimit(self.recursion_limit)
         for name, config in self.configs.items():
             module: Any = sys.modules[name]

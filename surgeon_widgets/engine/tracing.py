@@ -18,12 +18,12 @@ from typing import Any
 
 import torch
 from torch import fx, nn
-from torch.utils._pytree import tree_flatten, tree_map
 
 from .calling import CallLayout
 from .guard import internal
 from .naming import Namer, UnknownNameError, base_name
 from .time_limit import TimeLimitExceeded, call_within
+from .torch_internals import PYTREE, set_tracer_class
 
 __all__ = [
     "DYNAMIC_TIME_LIMIT",
@@ -155,7 +155,7 @@ def _fx_trace(
     base = tracer or _default_tracer
     naming = _naming_tracer(base)()
     graph = naming.trace(model, concrete_args=concrete_args)
-    graph._tracer_cls = base  # the local NamingTracer class cannot be pickled
+    set_tracer_class(graph, base)  # the local NamingTracer class cannot be pickled
     graph.owning_module = naming.root  # purity checks look modules up through it
     layout = CallLayout.for_fx(model, concrete_args)
     return Trace(naming.root, graph, "fx", model.training, naming.module_outputs, layout)
@@ -200,8 +200,8 @@ def _clean_export_graph(module: fx.GraphModule) -> None:
         is_assert = node.op == "call_function" and _ASSERTION.search(str(node.target))
         if (is_guard or is_assert) and not node.users:
             graph.erase_node(node)
-    graph._codegen = fx.graph.CodeGen()
-    graph._tracer_cls = None  # export's tracer cannot rebuild the module when unpickling
+    graph.set_codegen(fx.graph.CodeGen())
+    set_tracer_class(graph, None)  # export's tracer cannot rebuild the module when unpickling
     module.recompile()
 
 
@@ -261,7 +261,7 @@ def _auto_dynamic(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any
     assert signature is not None
     bound = signature.bind(*args, **kwargs).arguments
     return {
-        name: tree_map(
+        name: PYTREE.get().tree_map(
             lambda v: dict.fromkeys(_cheap_dims(v), auto) if isinstance(v, torch.Tensor) else None,
             value,
         )
@@ -329,7 +329,7 @@ def _export(
     """``torch.export`` of aliases of the example tensors: export marks its inputs' dynamic
     dimensions on the tensor objects and clears the marks only when it succeeds; left on the
     user's tensors, they made every later "static" export of them dynamic (and slow)."""
-    args, kwargs = tree_map(_alias, (args, kwargs))
+    args, kwargs = PYTREE.get().tree_map(_alias, (args, kwargs))
     return torch.export.export(model, args, kwargs, strict=False, dynamic_shapes=dynamic)
 
 
@@ -441,7 +441,7 @@ def _signature(values: Any) -> Any:
             return ("tensor", tuple(value.shape), value.dtype, str(value.device))
         return ("value", type(value).__name__, repr(value))
 
-    leaves, spec = tree_flatten(values)
+    leaves, spec = PYTREE.get().tree_flatten(values)
     return str(spec), tuple(describe(v) for v in leaves)
 
 

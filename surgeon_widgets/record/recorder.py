@@ -38,6 +38,7 @@ from ..engine.module_tree import module_rows
 from ..engine.naming import UnknownNameError
 from ..engine.registry import HookRegistry
 from ..engine.tensors import first_tensor
+from ..engine.torch_internals import GRAPH_TASK_ID
 from ..engine.wrappers import unwrap
 from .accumulate import accumulate
 from .collect import check_same, distributed, layer_hash, reduce_buckets
@@ -74,7 +75,7 @@ class RecorderCost:
 
 def _in_backward() -> bool:
     # activation checkpointing recomputes forwards inside the autograd engine: not a new call
-    return torch._C._current_graph_task_id() != -1
+    return GRAPH_TASK_ID.get()() != -1
 
 
 class Recorder:
@@ -314,7 +315,7 @@ class Recorder:
 
 def _eager(fn):
     # under torch.compile the hook runs eagerly (a graph break) instead of being traced away
-    return torch._dynamo.disable(fn, recursive=True)
+    return torch.compiler.disable(fn, recursive=True)
 
 
 def _forward_hook(me: weakref.ref[Recorder], index: int, grad_index: int | None):

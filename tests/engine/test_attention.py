@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import copy
 import threading
 
 import pytest
 import torch
 import torch.nn.functional as F
+from support.models import tiny_bert, tiny_gpt2, tiny_vit
 from torch import nn
 
 from surgeon_widgets.engine.attention.capture import (
@@ -47,53 +47,39 @@ def _max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
 # --- models built in fixtures --------------------------------------------------------------
 
 
-def _hf_pair(config_cls, model_cls, **config):
+def _hf_pair(build, **config):
     """A default (SDPA) model and an eager twin with the same weights."""
     torch.manual_seed(0)
-    cfg = config_cls(**config)
-    sdpa = model_cls(cfg).eval()
-    eager = model_cls._from_config(copy.deepcopy(cfg), attn_implementation="eager").eval()
+    sdpa = build(**config)
+    eager = build(attn_implementation="eager", **config)
     eager.load_state_dict(sdpa.state_dict())
     assert sdpa.config._attn_implementation == "sdpa"
+    assert eager.config._attn_implementation == "eager"
     return sdpa, eager
+
+
+def _tiny_llama(**config):
+    return transformers.LlamaModel(transformers.LlamaConfig(**config)).eval()
 
 
 @pytest.fixture
 def bert():
-    return _hf_pair(transformers.BertConfig, transformers.BertModel, **TINY, vocab_size=100)
+    return _hf_pair(tiny_bert, **TINY)
 
 
 @pytest.fixture
 def gpt2():
-    return _hf_pair(
-        transformers.GPT2Config,
-        transformers.GPT2Model,
-        n_embd=64,
-        n_layer=2,
-        n_head=4,
-        vocab_size=100,
-        n_positions=32,
-        bos_token_id=0,
-        eos_token_id=0,
-    )
+    return _hf_pair(tiny_gpt2, n_embd=64, n_head=4)
 
 
 @pytest.fixture
 def llama():
-    return _hf_pair(
-        transformers.LlamaConfig,
-        transformers.LlamaModel,
-        **TINY,
-        num_key_value_heads=2,
-        vocab_size=100,
-    )
+    return _hf_pair(_tiny_llama, **TINY, num_key_value_heads=2, vocab_size=100)
 
 
 @pytest.fixture
 def hf_vit():
-    return _hf_pair(
-        transformers.ViTConfig, transformers.ViTModel, **TINY, image_size=32, patch_size=8
-    )
+    return _hf_pair(tiny_vit, **TINY)
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ import warnings
 
 import pytest
 import torch
+from support.models import tiny_bert
 from torch import nn
 from torchvision.models import resnet18
 
@@ -69,16 +70,7 @@ def test_generated_code_on_resnet():
 
 
 def test_generated_code_on_bert():
-    from transformers import BertConfig, BertModel
-
-    config = BertConfig(
-        num_hidden_layers=2,
-        hidden_size=64,
-        num_attention_heads=2,
-        intermediate_size=128,
-        vocab_size=100,
-    )
-    bert = BertModel(config).eval()
+    bert = tiny_bert(hidden_size=64, intermediate_size=128)
     mask = torch.ones(2, 8, dtype=torch.long)
     mask[0, -3:] = 0
     inputs = {"input_ids": torch.randint(0, 100, (2, 8)), "attention_mask": mask}
@@ -183,12 +175,13 @@ def test_find_variable_name(monkeypatch):
     namespace = {"_": model, "_5": model, "resnet": model, "m2": model, "m1": model, "o": other}
     assert find_variable_name(model, namespace) == "m1"  # shortest, then most recent
     assert find_variable_name(nn.ReLU(), namespace) == "model"
-    globals()["net_for_test"] = model  # the caller's globals when not in IPython
+    globals()["net_for_test"] = model  # neither the caller's globals nor IPython are searched
+    shell = types.SimpleNamespace(user_ns={"my_model": model})
+    monkeypatch.setitem(sys.modules, "IPython", types.SimpleNamespace(get_ipython=lambda: shell))
     try:
-        assert find_variable_name(model) == "net_for_test"
+        assert find_variable_name(model, {}) == "model"
+        assert find_variable_name(model, shell.user_ns) == "my_model"
+        with pytest.raises(TypeError):
+            find_variable_name(model)  # type: ignore[call-arg]  # the namespace is required
     finally:
         del globals()["net_for_test"]
-    shell = types.SimpleNamespace(user_ns={"my_model": model})
-    fake = types.SimpleNamespace(get_ipython=lambda: shell)
-    monkeypatch.setitem(sys.modules, "IPython", fake)
-    assert find_variable_name(model) == "my_model"

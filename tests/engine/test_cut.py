@@ -11,10 +11,9 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from support.models import Branchy, SomeModelFn
+from support.models import Branchy, SomeModelFn, tiny_bert
 from torch import nn
 from torchvision.models import resnet18
-from transformers import BertConfig, BertModel
 
 from surgeon_widgets import Extract, Inspect
 from surgeon_widgets.engine.cut import analyze as cut_module
@@ -111,14 +110,7 @@ def test_bert_cut_reads_the_mask_it_needs_without_a_leak():
     """The block after the cut applies the attention mask: the cut takes it (no warning, no
     fix such as ``('to',)``) and, fed a padded mask, equals the model run."""
     torch.manual_seed(0)
-    config = BertConfig(
-        num_hidden_layers=2,
-        hidden_size=64,
-        num_attention_heads=2,
-        intermediate_size=128,
-        vocab_size=100,
-    )
-    bert = BertModel(config).eval()
+    bert = tiny_bert(hidden_size=64, intermediate_size=128)
     mask = torch.ones(2, 8).long()
     mask[1, 5:] = 0
     inputs = {"input_ids": torch.randint(0, 100, (2, 8)), "attention_mask": mask}

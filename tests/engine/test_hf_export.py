@@ -6,17 +6,16 @@ import pickle
 
 import pytest
 import torch
-from transformers import BertConfig, BertModel, GPT2Config, GPT2Model, ViTConfig, ViTModel
+from support.models import tiny_bert, tiny_gpt2, tiny_vit
 
 from surgeon_widgets import Extract, Inspect, TracingError, get_nodes
 
-SMALL = {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 2}
+SMALL = {"hidden_size": 64, "intermediate_size": 128}  # 2 layers, 2 heads (the builders')
 
 
 @pytest.fixture(scope="module")
 def bert():
-    config = BertConfig(**SMALL, intermediate_size=128, vocab_size=100)
-    return BertModel(config).eval()
+    return tiny_bert(**SMALL)
 
 
 def bert_inputs(batch=2, seq=8):
@@ -67,7 +66,7 @@ def test_bert_cut_between_nodes(bert):
 
 
 def test_gpt2_without_cache():
-    model = GPT2Model(GPT2Config(n_layer=2, n_embd=64, n_head=2, vocab_size=100)).eval()
+    model = tiny_gpt2(n_embd=64)
     ids = torch.randint(0, 100, (2, 8))
     cut = Extract(model, node_out="h.1.mlp", example_inputs={"input_ids": ids, "use_cache": False})
     _, expected = Inspect(model, "h.1.mlp")(input_ids=ids, use_cache=False)
@@ -75,8 +74,7 @@ def test_gpt2_without_cache():
 
 
 def test_vit():
-    config = ViTConfig(**SMALL, intermediate_size=128, image_size=32, patch_size=8)
-    model = ViTModel(config).eval()
+    model = tiny_vit(**SMALL)
     pixels = torch.rand(2, 3, 32, 32)
     layer = "layers.1.mlp"  # transformers 5.x ViT layout
     cut = Extract(model, node_out=layer, example_inputs=(pixels,))

@@ -11,6 +11,7 @@ import warnings
 import pytest
 import torch
 import transformers
+from support.models import tiny_bert
 
 from surgeon_widgets import Extract, Inspect, get_nodes
 from surgeon_widgets.engine import tracing
@@ -19,12 +20,6 @@ from surgeon_widgets.engine.cut.analyze import analyze_cut
 from surgeon_widgets.engine.time_limit import _ProcessState
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
-
-
-def tiny_bert() -> transformers.BertModel:
-    config = transformers.BertConfig(vocab_size=100, num_hidden_layers=2, hidden_size=32,
-                                     num_attention_heads=2, intermediate_size=64)  # fmt: skip
-    return transformers.BertModel(config).eval()
 
 
 def tiny_swin() -> transformers.SwinModel:

@@ -12,6 +12,7 @@ import warnings
 
 import pytest
 import torch
+from support.models import tiny_bert, tiny_gpt2, tiny_vit
 from torch import nn
 
 from surgeon_widgets import Extract, Inspect
@@ -28,14 +29,11 @@ TEXT = dict(vocab_size=100)
 
 
 def _bert():
-    c = transformers.BertConfig(num_hidden_layers=2, hidden_size=32, num_attention_heads=2,
-                                intermediate_size=64, **TEXT)  # fmt: skip
-    return transformers.BertModel(c), {"input_ids": IDS, "attention_mask": MASK}
+    return tiny_bert(), {"input_ids": IDS, "attention_mask": MASK}
 
 
 def _gpt2():
-    c = transformers.GPT2Config(n_layer=2, n_embd=32, n_head=2, **TEXT)
-    return transformers.GPT2Model(c), {"input_ids": IDS, "use_cache": False}
+    return tiny_gpt2(), {"input_ids": IDS, "use_cache": False}
 
 
 def _llama():
@@ -66,9 +64,7 @@ def _deberta():
 
 
 def _vit():
-    c = transformers.ViTConfig(num_hidden_layers=2, hidden_size=32, num_attention_heads=2,
-                               intermediate_size=64, image_size=32, patch_size=8)  # fmt: skip
-    return transformers.ViTModel(c), {"pixel_values": PIXELS}
+    return tiny_vit(), {"pixel_values": PIXELS}
 
 
 def _swin():

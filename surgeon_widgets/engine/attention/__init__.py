@@ -5,6 +5,18 @@ calls while one module runs, ``patterns`` holds the arithmetic (the softmax of o
 for display).
 """
 
-from .capture import ReducedPattern, attention_layers, capture_attention, reduce_pattern
+from .capture import (
+    ReducedPattern,
+    attention_layers,
+    capture_attention,
+    nested_fast_path_owners,
+    reduce_pattern,
+)
 
-__all__ = ["ReducedPattern", "attention_layers", "capture_attention", "reduce_pattern"]
+__all__ = [
+    "ReducedPattern",
+    "attention_layers",
+    "capture_attention",
+    "nested_fast_path_owners",
+    "reduce_pattern",
+]

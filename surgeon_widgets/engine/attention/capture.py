@@ -55,7 +55,13 @@ from ..registry import HookRegistry
 from .intercept import AttentionRecorder, PassThroughMode
 from .patterns import ReducedPattern, reduce_pattern
 
-__all__ = ["ReducedPattern", "attention_layers", "capture_attention", "reduce_pattern"]
+__all__ = [
+    "ReducedPattern",
+    "attention_layers",
+    "capture_attention",
+    "nested_fast_path_owners",
+    "reduce_pattern",
+]
 
 # ids of the capture states of the capture_attention calls running in this thread / context
 _active: contextvars.ContextVar[frozenset[int]] = contextvars.ContextVar(
@@ -204,7 +210,7 @@ def _hook_layer(
 
     hooks.forward_pre(module, start, name=module_name)
     hooks.forward(module, _stopper(state), name=module_name, always_call=True)
-    for owner in _fast_path_owners(model, module_name):
+    for owner in nested_fast_path_owners(model, module_name):
         hooks.forward_pre(owner, _starter(state, PassThroughMode), name=module_name)
         hooks.forward(owner, _stopper(state), name=module_name, always_call=True)
 
@@ -225,8 +231,18 @@ def _stopper(state: _CaptureState):
     return stop
 
 
-def _fast_path_owners(model: nn.Module, module_name: str) -> list[nn.Module]:
-    """Enclosing ``nn.TransformerEncoder`` s: their nested-tensor fast path must stay off."""
+def nested_fast_path_owners(model: nn.Module, module_name: str) -> list[nn.Module]:
+    """The ``nn.TransformerEncoder`` s enclosing ``module_name`` (the root included).
+
+    Whoever records attention inside one of them keeps a :class:`~.intercept.PassThroughMode`
+    active while the encoder runs: on its fast path the encoder turns its input into a nested
+    tensor, which the recorded layer's regular path cannot take.
+
+    >>> layer = nn.TransformerEncoderLayer(8, 2, batch_first=True)
+    >>> model = nn.Sequential(nn.TransformerEncoder(layer, 2, enable_nested_tensor=False))
+    >>> [type(m).__name__ for m in nested_fast_path_owners(model, "0.layers.1.self_attn")]
+    ['TransformerEncoder']
+    """
     parts = module_name.split(".")
     owners = [model.get_submodule(".".join(parts[:i])) for i in range(len(parts))]
     return [m for m in owners if isinstance(m, nn.TransformerEncoder)]

@@ -30,6 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
+from ..torch_internals import DISABLE_TORCH_FUNCTION
 from .patterns import sdpa_pattern
 
 __all__ = ["AttentionRecorder", "PassThroughMode"]
@@ -100,7 +101,7 @@ class AttentionRecorder(TorchFunctionMode):
         output = func(*args, **kwargs)
         # Our own arithmetic must not reach other active modes: an outer recorder (a selected
         # block around a selected attention layer) would count the extra weights call.
-        with torch._C.DisableTorchFunction():
+        with DISABLE_TORCH_FUNCTION.get()():
             if func is _SDPA:
                 pattern = _sdpa_call_pattern(args, kwargs)
             else:
@@ -111,7 +112,7 @@ class AttentionRecorder(TorchFunctionMode):
     def __exit__(self, *exc: object) -> None:
         super().__exit__(*exc)
         if not self.sink:  # no fused attention call: fall back to eager softmax patterns
-            with torch._C.DisableTorchFunction():
+            with DISABLE_TORCH_FUNCTION.get()():
                 for pattern in self.softmaxes:
                     self._keep(pattern)
         self.softmaxes = []

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import ast
 import difflib
-import inspect
 import keyword
-import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -67,35 +65,25 @@ def inspect_code(layers: NameSpec, model_name: str = "model", **options: Any) ->
     return _snippet("Inspect", "inspected", arguments)
 
 
-def find_variable_name(obj: Any, namespace: Mapping[str, Any] | None = None) -> str:
-    """The name the user's namespace gives ``obj``, else ``"model"``.
+def find_variable_name(obj: Any, namespace: Mapping[str, Any]) -> str:
+    """The name ``namespace`` (the user's variables, e.g. IPython's ``user_ns``) gives ``obj``,
+    else ``"model"``.
 
-    The namespace is IPython's ``user_ns`` when running in IPython, else the caller's globals.
-    Names starting with ``_`` (IPython's ``_``, ``_3``) are skipped; among the others the
-    shortest wins, then the most recently defined.
+    The caller passes the namespace to search: a global lookup here would make the answer
+    depend on whichever shell happens to be running. Names starting with ``_`` (IPython's
+    ``_``, ``_3``) are skipped; among the others the shortest wins, then the most recently
+    defined.
 
     >>> net = nn.Linear(2, 2)
     >>> find_variable_name(net, {"encoder": net, "_": net, "net": net}), find_variable_name(net, {})
     ('net', 'model')
     """
-    if namespace is None:
-        namespace = _user_namespace(inspect.currentframe())
     names = [
         (len(name), -position, name)
         for position, (name, value) in enumerate(namespace.items())
         if value is obj and _is_variable(name) and not name.startswith("_")
     ]
     return min(names)[2] if names else "model"
-
-
-def _user_namespace(frame: Any) -> Mapping[str, Any]:
-    # IPython is only asked if already imported: the engine imports no Jupyter code.
-    ipython = sys.modules.get("IPython")
-    shell = ipython.get_ipython() if ipython is not None else None
-    if shell is not None:
-        return shell.user_ns
-    caller = frame.f_back if frame is not None else None
-    return caller.f_globals if caller is not None else {}
 
 
 def _is_variable(name: str) -> bool:

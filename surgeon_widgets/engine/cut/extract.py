@@ -11,10 +11,10 @@ from typing import Any
 
 import torch  # noqa: F401  (used by the doctest)
 from torch import fx, nn
-from torch.utils._pytree import tree_flatten
 
 from ..calling import Binder, FixedArgumentError, Slot
 from ..naming import NameSpec, normalize_spec
+from ..torch_internals import PYTREE, copy_codegen, tracer_class
 from ..tracing import NAME, ExampleInputs, Trace, trace
 from .fixed_shapes import FixedShapes
 from .leaks import find_leaks
@@ -243,10 +243,10 @@ def _safe_part(part: str) -> str:
 
 def copy_graph(traced: Trace) -> tuple[fx.Graph, dict[fx.Node, fx.Node]]:
     """A copy of the (shared, cached) trace's graph to cut, and original node -> copy."""
-    graph = fx.Graph(owning_module=traced.root, tracer_cls=traced.graph._tracer_cls)
+    graph = fx.Graph(owning_module=traced.root, tracer_cls=tracer_class(traced.graph))
     copies: dict[fx.Node, fx.Node] = {}
     graph.output(graph.graph_copy(traced.graph, copies))
-    graph._codegen = traced.graph._codegen
+    copy_codegen(traced.graph, graph)
     return graph, copies
 
 
@@ -258,7 +258,7 @@ def _original_slots(traced: Trace, placeholders: list[fx.Node]) -> dict[fx.Node,
         leaves = [
             name
             for name in layout.positional + layout.keywords
-            for _ in tree_flatten(layout.traced.get(name))[0]
+            for _ in PYTREE.get().tree_flatten(layout.traced.get(name))[0]
         ]
         params = list(leaves) if len(leaves) == len(placeholders) else params
     if layout is not None and layout.method == "fx" and layout.signature is not None:

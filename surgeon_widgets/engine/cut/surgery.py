@@ -13,8 +13,8 @@ from typing import Any
 import torch
 from torch import fx
 
-from ..inspect import lazy_clone
 from ..naming import NameSpec
+from ..torch_internals import LAZY_CLONE
 from ..tracing import NAME
 
 __all__ = [
@@ -55,7 +55,7 @@ def _snapshot_if_written_later(graph: fx.Graph, node: fx.Node) -> fx.Node:
     if not any(_writes_in_place(user) for user in _readers(node)):
         return node
     with graph.inserting_after(node):
-        return graph.call_function(lazy_clone, (node,))
+        return graph.call_function(LAZY_CLONE.get(), (node,))
 
 
 _VIEWS = {"getitem", "view", "reshape", "transpose", "permute", "flatten", "unsqueeze",

@@ -49,7 +49,7 @@ import torch
 from torch import nn
 
 from ...engine import guard
-from ...engine.attention.capture import _fast_path_owners, attention_layers, reduce_pattern
+from ...engine.attention import attention_layers, nested_fast_path_owners, reduce_pattern
 from ...engine.attention.intercept import AttentionRecorder, PassThroughMode
 from ...engine.registry import HookRegistry
 from ..runtime.compiled import run_eagerly
@@ -198,7 +198,7 @@ class AttentionView:
             if name not in self._attached:
                 module = self.model.get_submodule(name)
                 self.registry.add("eager_forward", name, run_eagerly(module, _around(me, name)))
-                for owner in _fast_path_owners(self.model, name):
+                for owner in nested_fast_path_owners(self.model, name):
                     self.registry.forward_pre(owner, _pass_start(me, name, owner), name=name)
                     self.registry.forward(owner, _pass_stop(me, name), name=name, always_call=True)
                 for owner in _fused_layers(self.model, name):

@@ -1,0 +1,369 @@
+"""Every private torch API the engine and the recorder use, found at first use, with a fallback.
+
+A torch release may rename any of these. Each :class:`Internal` is looked up the first time a
+feature needs it, never at import, so ``import surgeon_widgets`` works whatever torch lacks.
+Where one is missing, its fallback takes its place and one :class:`TorchInternalWarning` says
+which feature degrades and how (each entry's ``degraded``); everything else works as before.
+
+>>> GRAPH_TASK_ID.get()()  # outside a backward pass
+-1
+>>> GRAPH_TASK_ID.available
+True
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import torch
+
+__all__ = [
+    "CODEGEN",
+    "DETECT_FAKE_MODE",
+    "DISABLE_TORCH_FUNCTION",
+    "ENTRIES",
+    "FUNCTORCH_ACTIVE",
+    "FX_TRACING",
+    "GRAPH_TASK_ID",
+    "IS_FAKE",
+    "LAZY_CLONE",
+    "MAY_BE_WRAPPED",
+    "MAY_HAVE_FAKE_MODE",
+    "MODE_STACKS",
+    "PYTREE",
+    "TRACER_CLASS",
+    "TRACE_CONFIGS",
+    "Internal",
+    "ModeStacks",
+    "TorchInternalWarning",
+    "copy_codegen",
+    "set_tracer_class",
+    "tracer_class",
+]
+
+T = TypeVar("T")
+_UNSET: Any = object()
+
+
+class TorchInternalWarning(UserWarning):
+    """A private torch API is missing from this torch; the message says what degrades."""
+
+
+def _resolve(path: str) -> Any:
+    """``torch.a._b.c``: attributes from ``torch`` on, importing submodules not yet loaded."""
+    parts = path.split(".")
+    value = importlib.import_module(parts[0])
+    for i, part in enumerate(parts[1:], 2):
+        try:
+            value = getattr(value, part)
+        except AttributeError:
+            try:  # a submodule not imported yet
+                value = importlib.import_module(".".join(parts[:i]))
+            except ImportError:
+                raise AttributeError(f"{'.'.join(parts[: i - 1])} has no {part!r}") from None
+    return value
+
+
+class Internal(Generic[T]):
+    """A private torch API (``name``), or ``fallback`` where this torch lacks it.
+
+    ``find`` looks it up (default: the dotted ``name``); it runs at the first :meth:`get`,
+    and again after ``find`` is replaced (a test that makes the lookup fail).
+    """
+
+    def __init__(
+        self, name: str, fallback: T, degraded: str, find: Callable[[], T] | None = None
+    ) -> None:
+        self.name = name
+        self.fallback = fallback
+        self.degraded = degraded
+        self._find: Callable[[], T] = find or (lambda: _resolve(name))
+        self._found: T = _UNSET
+        self._available = False
+
+    @property
+    def find(self) -> Callable[[], T]:
+        return self._find
+
+    @find.setter
+    def find(self, find: Callable[[], T]) -> None:
+        self._find = find
+        self._found = _UNSET
+
+    @property
+    def looked_up(self) -> bool:
+        """Has a feature asked for it yet?"""
+        return self._found is not _UNSET
+
+    @property
+    def available(self) -> bool:
+        """Does this torch have it (looked up now if not yet)?"""
+        self.get()
+        return self._available
+
+    def get(self) -> T:
+        """The API, or the fallback (warning once per lookup) where torch lacks it."""
+        found = self._found
+        if found is _UNSET:
+            try:
+                found, self._available = self._find(), True
+            except (ImportError, AttributeError) as error:
+                found, self._available = self.fallback, False
+                warnings.warn(
+                    f"{self.name} is missing from torch {torch.__version__} ({error}): "
+                    f"{self.degraded}",
+                    TorchInternalWarning,
+                    stacklevel=3,
+                )
+            self._found = found
+        return found
+
+
+# -- the guard (engine/guard.py): which forwards live hooks stay out of ----------------------
+
+FX_TRACING: Internal[Callable[[], bool]] = Internal(
+    "torch.fx._symbolic_trace.is_fx_symbolic_tracing",
+    lambda: False,
+    "live hooks cannot tell that torch.fx is tracing; they still return at once when their "
+    "inputs are fx Proxies",
+)
+FUNCTORCH_ACTIVE: Internal[Callable[[], bool]] = Internal(
+    "torch._C._are_functorch_transforms_active",
+    lambda: False,
+    "live hooks cannot tell that a functorch transform (torch.func.vmap, grad) is running "
+    "and may record its batched or wrapped values",
+)
+DETECT_FAKE_MODE: Internal[Callable[[], Any]] = Internal(
+    "torch._guards.detect_fake_mode",
+    lambda: None,
+    "live hooks cannot see an active fake-tensor mode; they still skip fake tensors they are given",
+)
+IS_FAKE: Internal[Callable[[Any], bool]] = Internal(
+    "torch._subclasses.fake_tensor.is_fake",
+    lambda t: False,
+    "live hooks cannot recognise fake tensors (FakeTensorMode, torch.export's tracing values) "
+    "and may record them",
+)
+
+
+def _find_may_have_fake_mode() -> Callable[[], bool]:
+    try_get = _resolve("torch._guards.TracingContext.try_get")
+    dispatch_depth = _resolve("torch._C._len_torch_dispatch_stack")
+    return lambda: try_get() is not None or dispatch_depth() != 0
+
+
+MAY_HAVE_FAKE_MODE: Internal[Callable[[], bool]] = Internal(
+    "torch._guards.TracingContext.try_get / torch._C._len_torch_dispatch_stack",
+    lambda: True,
+    "every live hook call asks torch's slower detect_fake_mode (about 15 us instead of 1)",
+    _find_may_have_fake_mode,
+)
+
+
+def _find_may_be_wrapped() -> Callable[[Any], bool]:
+    cpp_fake = _resolve("torch._C._is_fake_tensor")
+    functional = _resolve("torch._is_functional_tensor")
+    functorch = _resolve("torch._C._functorch.is_functorch_wrapped_tensor")
+    return lambda t: cpp_fake(t) or functional(t) or functorch(t)
+
+
+MAY_BE_WRAPPED: Internal[Callable[[Any], bool]] = Internal(
+    "torch._C._is_fake_tensor / torch._is_functional_tensor / "
+    "torch._C._functorch.is_functorch_wrapped_tensor",
+    lambda t: True,
+    "every plain tensor a live hook sees is checked with torch's slower is_fake",
+    _find_may_be_wrapped,
+)
+
+# -- the time limit (engine/time_limit.py): what an aborted trace must put back ----------------
+
+
+@dataclass(frozen=True)
+class ModeStacks:
+    """The torch function and dispatch mode stacks and the tracing context, read and set."""
+
+    infra_keys: tuple[Any, ...]  # fake, proxy, functional: one dispatch mode slot each
+    function_depth: Callable[[], int]
+    pop_function: Callable[[], Any]
+    dispatch_depth: Callable[[], int]
+    get_infra: Callable[[Any], Any]
+    unset_infra: Callable[[Any], Any]
+    set_infra: Callable[[Any], None]
+    pop_dispatch: Callable[[], Any]
+    tracing_context: Callable[[], Any]
+    tls: Any  # torch._guards._TLS: holds the tracing context
+
+    def set_tracing_context(self, context: Any) -> None:
+        self.tls.tracing_context = context
+
+
+def _find_mode_stacks() -> ModeStacks:
+    return ModeStacks(
+        tuple(_resolve("torch._C._TorchDispatchModeKey").__members__.values()),
+        _resolve("torch._C._len_torch_function_stack"),
+        _resolve("torch._C._pop_torch_function_stack"),
+        _resolve("torch._C._len_torch_dispatch_stack"),
+        _resolve("torch._C._get_dispatch_mode"),
+        _resolve("torch._C._unset_dispatch_mode"),
+        _resolve("torch._C._set_dispatch_mode"),
+        _resolve("torch.utils._python_dispatch._pop_mode"),
+        _resolve("torch._guards.TracingContext.try_get"),
+        _resolve("torch._guards._TLS"),
+    )
+
+
+MODE_STACKS: Internal[ModeStacks | None] = Internal(
+    "torch._C mode stack functions / torch._guards._TLS",
+    None,
+    "a dynamic-shape torch.export runs without a time limit (tracing.DYNAMIC_TIME_LIMIT is "
+    "not applied): after an abort torch's mode stacks could not be put back",
+    _find_mode_stacks,
+)
+
+# Trace settings a trace may change, saved and put back where loaded (each is optional: a
+# missing one is simply not loaded, so nothing to restore).
+TRACE_CONFIGS = (
+    "torch._dynamo.config",
+    "torch._export.config",
+    "torch.fx.experimental._config",
+    "torch._functorch.config",
+)
+
+# -- attention capture (engine/attention/intercept.py) ------------------------------------------
+
+DISABLE_TORCH_FUNCTION: Internal[Callable[[], contextlib.AbstractContextManager[Any]]] = Internal(
+    "torch._C.DisableTorchFunction",
+    contextlib.nullcontext,
+    "an attention layer selected inside another selected module: the outer capture also sees "
+    "the inner one's extra weights call",
+)
+
+# -- Inspect (engine/inspect.py) ------------------------------------------------------------------
+
+
+LAZY_CLONE: Internal[Callable[[Any], Any]] = Internal(
+    "torch._lazy_clone",
+    torch.clone,
+    "Inspect copies each captured output at once instead of copy-on-write (more memory, same "
+    "values)",
+)
+
+# -- nested inputs and outputs (calling, tracing, Inspect, Extract) -------------------------------
+
+
+class _PlainTrees:
+    """Tuples, lists and dicts only (not their subclasses): ``torch.utils._pytree`` without it."""
+
+    @staticmethod
+    def tree_flatten(value: Any) -> tuple[list[Any], Any]:
+        leaves: list[Any] = []
+
+        def spec(v: Any) -> Any:
+            if type(v) in (tuple, list):
+                return (type(v).__name__, tuple(spec(x) for x in v))
+            if type(v) is dict:
+                return ("dict", tuple((k, spec(x)) for k, x in v.items()))
+            leaves.append(v)
+            return "*"
+
+        return leaves, spec(value)
+
+    @classmethod
+    def tree_map(cls, fn: Callable[[Any], Any], value: Any) -> Any:
+        if type(value) in (tuple, list):
+            return type(value)(cls.tree_map(fn, x) for x in value)
+        if type(value) is dict:
+            return {k: cls.tree_map(fn, x) for k, x in value.items()}
+        return fn(value)
+
+    @classmethod
+    def tree_map_only(cls, kind: type, fn: Callable[[Any], Any], value: Any) -> Any:
+        return cls.tree_map(lambda v: fn(v) if isinstance(v, kind) else v, value)
+
+
+PYTREE: Internal[Any] = Internal(
+    "torch.utils._pytree",
+    _PlainTrees,
+    "nested inputs and outputs are walked as plain tuples, lists and dicts: other containers "
+    "(Hugging Face ModelOutput, namedtuples) are single leaves, so Inspect keeps them uncloned "
+    "and Extract cannot bind tensors inside them",
+)
+
+# -- fx graphs (engine/tracing.py, engine/cut/extract.py) ----------------------------------------
+
+
+def _graph_attribute(name: str) -> Callable[[], str]:
+    def find() -> str:
+        if name not in vars(torch.fx.Graph()):
+            raise AttributeError(f"torch.fx.Graph has no {name}")
+        return name
+
+    return find
+
+
+TRACER_CLASS: Internal[str | None] = Internal(
+    "torch.fx.Graph._tracer_cls",
+    None,
+    "traced graphs keep fx's own tracer class: a GraphModule from get_nodes / Extract may not "
+    "pickle",
+    _graph_attribute("_tracer_cls"),
+)
+CODEGEN: Internal[str | None] = Internal(
+    "torch.fx.Graph._codegen",
+    None,
+    "an Extract's graph uses fx's default code generator instead of the trace's own (a model "
+    "fx traced with nested inputs may then take its inputs differently)",
+    _graph_attribute("_codegen"),
+)
+
+
+def tracer_class(graph: Any) -> Any:
+    """The tracer class ``graph`` was made with (``None``: unknown), to make a sibling graph."""
+    attribute = TRACER_CLASS.get()
+    return getattr(graph, attribute, None) if attribute else None
+
+
+def set_tracer_class(graph: Any, tracer: type | None) -> None:
+    """Record ``tracer`` as ``graph``'s tracer class: the one a pickled GraphModule rebuilds."""
+    attribute = TRACER_CLASS.get()
+    if attribute:
+        setattr(graph, attribute, tracer)
+
+
+def copy_codegen(source: Any, target: Any) -> None:
+    """Give ``target`` the code generator of ``source`` (how its generated forward is called)."""
+    attribute = CODEGEN.get()
+    if attribute:
+        target.set_codegen(getattr(source, attribute))
+
+
+# -- the Recorder (record/recorder.py) ------------------------------------------------------------
+
+GRAPH_TASK_ID: Internal[Callable[[], int]] = Internal(
+    "torch._C._current_graph_task_id",
+    lambda: -1,
+    "under activation checkpointing the Recorder counts a recomputed forward as another call "
+    "of the layer",
+)
+
+ENTRIES: tuple[Internal[Any], ...] = (
+    FX_TRACING,
+    FUNCTORCH_ACTIVE,
+    DETECT_FAKE_MODE,
+    IS_FAKE,
+    MAY_HAVE_FAKE_MODE,
+    MAY_BE_WRAPPED,
+    MODE_STACKS,
+    DISABLE_TORCH_FUNCTION,
+    LAZY_CLONE,
+    PYTREE,
+    TRACER_CLASS,
+    CODEGEN,
+    GRAPH_TASK_ID,
+)
+"""Every entry (tests make them all fail)."""
