@@ -35,11 +35,7 @@ def test_no_upward_arrows(repo):
 
 def test_no_private_names_across_rooms(repo):
     found = house.private_across(repo)
-    # The engine side of issue 21 gives this one a public name; nothing else may appear.
-    pending = [i for i in found if i.names and "_fast_path_owners" in i.names]
-    assert [f"{i.source}:{i.line} {i.target} {i.names}" for i in found if i not in pending] == []
-    if pending:
-        pytest.xfail("widget.live.attention imports engine.attention.capture._fast_path_owners")
+    assert [f"{i.source}:{i.line} {i.target} {i.names}" for i in found] == []
 
 
 def test_engine_and_record_import_no_jupyter(repo):
