@@ -12,8 +12,9 @@ from torch import nn
 
 from surgeon_widgets.engine.attention.capture import attention_layers, capture_attention
 from surgeon_widgets.engine.registry import live_hooks
-from surgeon_widgets.widget.explorer import COMPILED, FULLGRAPH, Explorer
+from surgeon_widgets.widget.explorer import Explorer
 from surgeon_widgets.widget.live.attention import AttentionView
+from surgeon_widgets.widget.live.selection import COMPILED, FULLGRAPH
 from surgeon_widgets.widget.runtime.compiled import EagerForward, compiled_parts
 
 transformers = pytest.importorskip("transformers")
@@ -101,7 +102,7 @@ def test_compiled_attention_layer_records_the_eager_pattern(explorer, kind, how)
         expected_out = _output(eager(**inputs))
         reference = capture_attention(eager, inputs, layer)[layer]
     torch.testing.assert_close(out, expected_out, rtol=1e-4, atol=1e-5)
-    got = ex._attention.latest(layer)
+    got = ex._live.attention.latest(layer)
     torch.testing.assert_close(got, reference, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(got.sum(-1), torch.ones(got.shape[:-1]), rtol=0, atol=1e-5)
     maps = _maps(ex, layer)
@@ -132,7 +133,7 @@ def test_attention_selected_after_the_first_compiled_forward(explorer):
     assert {m["layer"] for c, _ in ex.sent if c["type"] == "attention" for m in c["items"]} == set(
         layers
     )
-    assert all(ex._attention.latest(n).shape == (2, 2, 8, 8) for n in layers)
+    assert all(ex._live.attention.latest(n).shape == (2, 2, 8, 8) for n in layers)
 
 
 def _breaks(model: nn.Module, inputs: dict) -> tuple[int, int]:
@@ -149,7 +150,7 @@ def test_deselecting_gives_the_graph_back_without_the_break(explorer):
     ex = explorer(torch.compile(model), max_rate=0)
     layer = attention_layers(model)[0]
     ex.select([layer])
-    ex._live.sync([], False)  # only the attention wrapper: its own cost in graph breaks
+    ex._live.activations.sync([], False)  # only the attention wrapper: its own cost in graph breaks
     selected = _breaks(model, inputs)
     ex.select([])
     after = _breaks(model, inputs)
@@ -174,7 +175,7 @@ def test_export_and_fx_with_the_wrapper_installed_match_a_fresh_model(explorer):
         ]
     fx = torch.fx.symbolic_trace(model).graph
     assert [n.op for n in fx.nodes] == [n.op for n in torch.fx.symbolic_trace(fresh).graph.nodes]
-    assert ex._attention.latest("attn") is None and ex.errors == []  # traces never record
+    assert ex._live.attention.latest("attn") is None and ex.errors == []  # traces never record
 
 
 def test_copies_and_pickles_get_the_plain_forward():
@@ -263,7 +264,7 @@ def test_a_bare_encoder_layer_leaves_its_fused_path_under_compile(explorer, how)
         out = handed(x)
         reference = capture_attention(eager, x, "self_attn")["self_attn"]
         torch.testing.assert_close(out, eager(x), rtol=1e-4, atol=1e-5)
-    torch.testing.assert_close(ex._attention.latest("self_attn"), reference)
+    torch.testing.assert_close(ex._live.attention.latest("self_attn"), reference)
     assert [m["training"] for m in _maps(ex, "self_attn")] == [False]
     ex.close()
     assert "forward" not in layer.self_attn.__dict__ and not layer._forward_pre_hooks
@@ -282,7 +283,7 @@ def test_fullgraph_wrapper_attaches_nothing_and_says_why(explorer):
     assert [e["text"] for e in ex.errors] == [FULLGRAPH]
     with torch.no_grad():
         compiled(torch.randn(1, 3, 4))  # raised "Unsupported" with hooks attached
-    assert ex.stats("head") == {} and ex._attention.latest("attn") is None
+    assert ex.stats("head") == {} and ex._live.attention.latest("attn") is None
 
 
 def test_fullgraph_block_refuses_only_the_layers_inside_it(explorer):

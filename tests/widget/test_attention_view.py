@@ -10,8 +10,9 @@ from torch import nn
 
 from surgeon_widgets.engine.attention.capture import capture_attention, reduce_pattern
 from surgeon_widgets.engine.registry import live_hooks
-from surgeon_widgets.widget.live.attention import AttentionView, attention_message
+from surgeon_widgets.widget.live.attention import AttentionView
 from surgeon_widgets.widget.views.attention_tokens import normalize_tokens
+from surgeon_widgets.widget.wire import attention_message
 
 
 class SelfAttention(nn.Module):
@@ -259,7 +260,7 @@ def _attention(ex):
     return [(c, b) for c, b in ex.sent if c["type"] == "attention"]
 
 
-def test_explorer_selecting_an_attention_layer_sends_heatmaps(make, tiny):
+def test_explorer_selecting_an_attention_layer_sends_heatmaps(make, tiny, from_view):
     ex = make(tiny, max_rate=0)
     ex.select(["attn", "head"])
     assert {"name": "attn", "kind": "attention"} in ex.hooks
@@ -273,9 +274,9 @@ def test_explorer_selecting_an_attention_layer_sends_heatmaps(make, tiny):
     ]
     assert any(c["type"] == "stats" for c, _ in ex.sent)  # histograms still flow
     ex.sent.clear()
-    ex._on_msg(ex, {"type": "hello"}, [])  # a new view gets the heatmaps too
+    from_view(ex, {"type": "hello"})  # a new view gets the heatmaps too
     assert [c["type"] for c, _ in ex.sent] == ["snapshot", "attention"]
-    ex._on_msg(ex, {"type": "attention_batch", "layer": "attn", "batch": 3}, [])
+    from_view(ex, {"type": "attention_batch", "layer": "attn", "batch": 3})
     assert "batch item 3 out of range" in ex.errors[-1]["text"]
 
 
@@ -305,7 +306,7 @@ def test_explorer_set_tokens_and_attention_figure(make, tiny):
     ax = fig.axes[0]
     assert ax.images[0].get_cmap().name == "viridis"
     assert [t.get_text() for t in ax.get_yticklabels()] == ["I", "like", "tea"]
-    full = ex._attention.latest("attn")
+    full = ex._live.attention.latest("attn")
     np.testing.assert_allclose(ax.images[0].get_array(), full[0].mean(0).numpy(), atol=1e-6)
     head1 = ex.attention_figure("attn", head=1)
     np.testing.assert_allclose(head1.axes[0].images[0].get_array(), full[0, 1].numpy())
@@ -313,7 +314,7 @@ def test_explorer_set_tokens_and_attention_figure(make, tiny):
         ex.attention_figure("attn", head=2)
 
 
-def test_explorer_removes_attention_hooks_on_deselect_and_close(make, tiny):
+def test_explorer_removes_attention_hooks_on_deselect_and_close(make, tiny, from_view):
     ex = make(tiny, max_rate=0)
     ex.select(["attn"])
     assert ("Explorer attention", "eager_forward", "attn") in live_hooks()
@@ -321,7 +322,7 @@ def test_explorer_removes_attention_hooks_on_deselect_and_close(make, tiny):
     assert all(owner != "Explorer attention" for owner, _, _ in live_hooks())
     assert {"name": "attn", "kind": "attention"} not in ex.hooks
     ex.select(["attn"])
-    ex._on_msg(ex, {"type": "remove_all_hooks"}, [])
+    from_view(ex, {"type": "remove_all_hooks"})
     assert live_hooks() == []
     ex.select(["attn"])
     ex.close()
@@ -333,10 +334,10 @@ def test_explorer_feeds_the_update_cost_to_the_shared_throttle(make, tiny):
     ex.select(["attn"])
     with torch.no_grad():
         tiny(torch.randn(1, 3, 4))
-    assert ex._live._cost[("attn", "attention")] > 0
+    assert ex._live.throttle.costs[("attn", "attention")] > 0
 
 
-def test_bert_with_a_tokenizer_gets_token_labels(make):
+def test_bert_with_a_tokenizer_gets_token_labels(make, from_view):
     transformers = pytest.importorskip("transformers")
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat"]
     tokenizer = transformers.BertTokenizer(vocab={tok: i for i, tok in enumerate(vocab)})
@@ -355,17 +356,18 @@ def test_bert_with_a_tokenizer_gets_token_labels(make):
     mean = _attention(ex)[-1][0]["items"][0]
     assert mean["layer"] == layer and mean["batches"] == 2 and mean["heads"] == 2
     assert mean["tokens_q"] == ["[CLS]", "the", "cat", "sat", "[SEP]"]
-    ex._on_msg(ex, {"type": "attention_batch", "layer": layer, "batch": 1}, [])
+    from_view(ex, {"type": "attention_batch", "layer": layer, "batch": 1})
     mean = _attention(ex)[-1][0]["items"][0]
     assert mean["batch"] == 1 and mean["tokens_k"] == ["[CLS]", "the", "cat", "[SEP]", "[PAD]"]
     with torch.no_grad():
         reference = capture_attention(model, dict(enc), layer)[layer]
-    torch.testing.assert_close(ex._attention.latest(layer), reference)
+    torch.testing.assert_close(ex._live.attention.latest(layer), reference)
     assert ex.attention_figure(layer, batch=1).axes[0].get_xticklabels()[4].get_text() == "[PAD]"
 
 
 def test_many_heads_share_the_budget():
-    from surgeon_widgets.widget.live.attention import BUDGET, MIN_HEAD_SIZE
+    from surgeon_widgets.widget.wire import ATTENTION_BUDGET as BUDGET
+    from surgeon_widgets.widget.wire import MIN_HEAD_SIZE
 
     pattern = torch.softmax(torch.randn(1, 64, 600, 600), -1)
     content, buffers = attention_message("a", pattern)

@@ -90,12 +90,12 @@ def test_node_in_out_normalise_to_one_wire_form_and_sync(make):
         ex.node_in = 3
 
 
-def test_leaky_cut_reports_the_leak_and_the_fix_applies_by_message(make):
+def test_leaky_cut_reports_the_leak_and_the_fix_applies_by_message(make, from_view):
     ex = make(Branchy())
     ex.node_in, ex.node_out = ["a"], ["add"]
     report = ex.cut_report
     assert report["leaks"] == {"x": ["b"]} and report["fix"] == ["b"] and report["valid"]
-    ex._on_msg(ex, {"type": "cut_apply_fix"}, [])
+    from_view(ex, {"type": "cut_apply_fix"})
     assert ex.node_in == {"a": "a", "b": "b"}
     assert ex.cut_report["leaks"] == {} and ex.cut_report["inputs"] == ["a", "b"]
 
@@ -160,7 +160,7 @@ def test_code_names_the_users_variable_and_includes_inspect(make):
         shell.user_ns.pop("net", None)
 
 
-def test_to_cell_and_insert_without_ipylab(make, monkeypatch):
+def test_to_cell_and_insert_without_ipylab(make, monkeypatch, from_view):
     from IPython.testing.globalipapp import get_ipython
 
     shell = get_ipython()
@@ -171,7 +171,7 @@ def test_to_cell_and_insert_without_ipylab(make, monkeypatch):
     ex.to_cell()
     assert seen == [ex.code]
     monkeypatch.setitem(__import__("sys").modules, "ipylab", None)  # not installed
-    ex._on_msg(ex, {"type": "insert_cell", "code": ex.code}, [])
+    from_view(ex, {"type": "insert_cell", "code": ex.code})
     assert ex.sent[-1][0] == {"type": "insert_result", "ok": False, "message": NO_INSERT}
 
 
@@ -258,7 +258,7 @@ def test_magics_display_an_explorer(make):
             shell.user_ns.pop(key, None)
 
 
-def test_insert_through_ipylab_runs_the_notebook_commands(make, monkeypatch):
+def test_insert_through_ipylab_runs_the_notebook_commands(make, monkeypatch, from_view):
     import sys
     import types
 
@@ -274,7 +274,7 @@ def test_insert_through_ipylab_runs_the_notebook_commands(make, monkeypatch):
     monkeypatch.setitem(sys.modules, "ipylab", types.SimpleNamespace(JupyterFrontEnd=FrontEnd))
     ex = make(SomeModel())
     ex.node_out = ["layer2"]
-    ex._on_msg(ex, {"type": "insert_cell", "code": ex.code}, [])
+    from_view(ex, {"type": "insert_cell", "code": ex.code})
     assert calls == [
         ("notebook:insert-cell-below",),
         ("notebook:replace-selection", {"text": ex.code}),

@@ -127,7 +127,7 @@ def test_a_collected_explorer_with_attention_and_gradients_leaves_no_hook():
     ex = Explorer(model, selected=[*layers, "encoder.layer.0"], gradients=True, max_rate=0)
     ids = torch.randint(0, 64, (1, 8))
     model(input_ids=ids).last_hidden_state.sum().backward()
-    assert ex._attention.latest(layers[0]) is not None and ex.stats("encoder.layer.0")
+    assert ex._live.attention.latest(layers[0]) is not None and ex.stats("encoder.layer.0")
     assert sum(hook_counts(model).values()) > 0
     assert all("forward" in model.get_submodule(n).__dict__ for n in layers)  # run_eagerly's
     assert ex.comm is None and comms() == widgets  # never shown: no comm was made

@@ -14,7 +14,9 @@ from surgeon_widgets import Extract, get_layers, get_nodes
 from surgeon_widgets.engine.cut.analyze import analyze_cut
 from surgeon_widgets.engine.registry import live_hooks
 from surgeon_widgets.engine.tracing import trace
-from surgeon_widgets.widget.explorer import META, REPLACED, Explorer
+from surgeon_widgets.widget.explorer import Explorer
+from surgeon_widgets.widget.live.selection import META
+from surgeon_widgets.widget.runtime.ownership import REPLACED
 from surgeon_widgets.widget.views import tree
 
 
@@ -115,8 +117,8 @@ def test_bert_with_attention_selected_exports_identically(explorer):
     expected_ext = Extract(fresh, node_out=out_node, example_inputs=inputs)
     ex = explorer(model, inputs, selected=get_layers(model), gradients=True, max_rate=0)
     model(**inputs).last_hidden_state.sum().backward()
-    assert ex._attention.attached  # attention capture is on for the attention layers
-    assert ex._attention.latest("encoder.layer.0.attention.self") is not None
+    assert ex._live.attention.attached  # attention capture is on for the attention layers
+    assert ex._live.attention.latest("encoder.layer.0.attention.self") is not None
     steps = _stats_steps(ex)
 
     got = _user_view(model, inputs, None, layer, inputs)
@@ -142,7 +144,7 @@ def test_gpt2_with_attention_selected_keeps_its_graph(explorer):
     ex = explorer(model, inputs, selected=get_layers(model), max_rate=0)
     with torch.no_grad():
         model(**inputs)
-    assert ex._attention.latest(ex._attention.layers[0]) is not None
+    assert ex._live.attention.latest(ex._live.attention.layers[0]) is not None
     assert get_nodes(model, example_inputs=inputs) == expected
     assert ex.errors == []
 
@@ -239,7 +241,7 @@ def test_compiled_model_never_compiles_the_hook_itself(explorer):
     assert ex.errors == []
 
 
-def test_errors_merge_with_a_count_and_clear(explorer, monkeypatch):
+def test_errors_merge_with_a_count_and_clear(explorer, monkeypatch, from_view):
     from surgeon_widgets.widget.live import hooks as live
 
     model = nn.Sequential(nn.Linear(2, 2))
@@ -256,7 +258,7 @@ def test_errors_merge_with_a_count_and_clear(explorer, monkeypatch):
     assert entry["count"] == 5 and entry["layer"] == "0"
     assert "\n" not in entry["text"] and "0: the activation statistics failed" in entry["text"]
     assert "Deselect 0" in entry["text"] and "torch-internal detail" in entry["detail"]
-    ex._on_msg(ex, {"type": "clear_errors"}, [])
+    from_view(ex, {"type": "clear_errors"})
     assert ex.errors == []
 
 
