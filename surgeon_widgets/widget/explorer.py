@@ -114,8 +114,7 @@ class Explorer(ShownLater, FrontEnd):
         self._watched = model  # what the user calls: the root of a step (a compiled wrapper)
         model = self._model = unwrap(model)  # names, hooks and traces: the model's own
         self._lease = hook_guards.hold(model)  # dynamo sees our hooks while this Explorer lives
-        # nothing it registers holds the Explorer itself (hooks hold parts weakly)
-        ownership.release_when_collected(self, model, self._lease)
+        ownership.release_when_collected(self, model, self._lease)  # hooks hold parts weakly
         self._tree = TreePanel(model, example_inputs)
         self._history = History()
         self._lock = threading.Lock()
@@ -129,6 +128,7 @@ class Explorer(ShownLater, FrontEnd):
         self._cut = CutPanel(
             model, example_inputs, lambda: Marks(self.node_in, self.node_out, self.selected),
             self._show_cut, lambda content: self.send(content), notebook.user_namespace,
+            notebook.shell,
         )  # fmt: skip
         notes = [COMPILED] if is_compiled(self._watched) or compiled_parts(model) else []
         hand_over(self, HANDED_OVER, self._handover)
@@ -160,8 +160,6 @@ class Explorer(ShownLater, FrontEnd):
         from .run_view import RunView
 
         return RunView(path, selected=selected, poll=poll)
-
-    # -- Python API -------------------------------------------------------------------------
 
     def select(self, names: str | list[str]) -> None:
         """Select layers by name (replacing the selection; ``[]`` deselects all);
@@ -211,11 +209,7 @@ class Explorer(ShownLater, FrontEnd):
 
     def to_cell(self) -> None:
         """Put ``code`` in a new cell below the running one (IPython's ``set_next_input``)."""
-        shell = notebook.shell()
-        if shell is None:
-            raise RuntimeError("to_cell() needs IPython; print(explorer.code) instead")
-        _, code = self._cut.refresh()
-        shell.set_next_input(code, replace=False)
+        self._cut.to_cell()
 
     def remove_all_hooks(self) -> None:
         """Deselect everything, which removes every hook of this widget."""
@@ -263,8 +257,6 @@ class Explorer(ShownLater, FrontEnd):
             self._errors.add(f"refused from the view: {error}", detail=repr(sync_data))
             self.send_state(list(sync_data))  # the view goes back to the valid value
 
-    # -- wiring -----------------------------------------------------------------------------
-
     def _comm_opened(self, change: Any) -> None:
         if change["new"] is not None:  # clicks reach this comm while a cell runs
             self.clicks = connect(self, self._handover)
@@ -308,12 +300,10 @@ class Explorer(ShownLater, FrontEnd):
     @t.observe("show_nodes")
     def _nodes_toggled(self, change: Any) -> None:
         rows, error = self._tree.rows(change["new"])
-        if error:  # shown in the tree; the module rows stay usable
-            self.nodes_error = error
-            return
-        self.rows = rows
-        if change["new"]:
-            self.nodes_error = ""
+        if error or change["new"]:
+            self.nodes_error = error  # shown in the tree
+        if not error:  # else the module rows stay, usable
+            self.rows = rows
 
     def _on_records(self, records: list[Record]) -> None:
         for record in records:
@@ -329,8 +319,7 @@ class Explorer(ShownLater, FrontEnd):
             self.errors = entries
 
     def _note(self, note: str) -> None:
-        if note not in self.notes:
-            self.notes = [*self.notes, note]
+        self.notes = list(dict.fromkeys([*self.notes, note]))  # each note once
 
     def _on_msg(self, widget: Any, content: Any, buffers: Any) -> None:
         """The view's messages (``js/PROTOCOL.md`` "Messages"), each to the room it is for."""

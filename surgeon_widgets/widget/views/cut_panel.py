@@ -109,6 +109,7 @@ class CutPanel:
         show: called with the ``cut_report`` dict and the ``code`` after each refresh.
         send: sends a message to the view (the answer to ``insert_cell``).
         namespace: the user's namespace, to name the model in the code (default: none).
+        shell: the IPython shell (``to_cell``), or ``None`` outside IPython.
     """
 
     def __init__(
@@ -119,6 +120,7 @@ class CutPanel:
         show: Callable[[dict, str], None],
         send: Callable[[dict], None],
         namespace: Callable[[], Mapping[str, Any]] = dict,
+        shell: Callable[[], Any] = lambda: None,
     ) -> None:
         self.model = model
         self.example_inputs = example_inputs
@@ -126,6 +128,7 @@ class CutPanel:
         self.show = show
         self.send = send
         self.namespace = namespace
+        self.shell = shell
         self._trace_error = ""
         self._fingerprint: tuple = ()
 
@@ -163,6 +166,14 @@ class CutPanel:
         """``node_in`` with the report's suggested extra inputs; ``None`` without a fix."""
         fix = report.get("fix") or []
         return {**self.marks().node_in, **{name: name for name in fix}} if fix else None
+
+    def to_cell(self) -> None:
+        """Put the code in a new cell below the running one (IPython's ``set_next_input``)."""
+        shell = self.shell()
+        if shell is None:
+            raise RuntimeError("to_cell() needs IPython; print(explorer.code) instead")
+        _, code = self.refresh()
+        shell.set_next_input(code, replace=False)
 
     def insert_cell(self, code: str) -> None:
         """Ask the notebook for a cell below the active one holding ``code``; answer the view."""
