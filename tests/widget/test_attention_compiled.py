@@ -8,6 +8,7 @@ import pickle
 
 import pytest
 import torch
+from support.models import TinyAttention, tiny_bert, tiny_gpt2
 from torch import nn
 
 from surgeon_widgets.engine.attention.capture import attention_layers, capture_attention
@@ -21,20 +22,15 @@ transformers = pytest.importorskip("transformers")
 
 
 def _bert():
-    config = transformers.BertConfig(
-        vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-        intermediate_size=64, max_position_embeddings=16, hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
-    )  # fmt: skip
-    return transformers.BertModel(config), {"input_ids": torch.randint(0, 64, (2, 8))}
+    model = tiny_bert(vocab_size=64, max_position_embeddings=16, hidden_dropout_prob=0.0,
+                      attention_probs_dropout_prob=0.0).train()  # fmt: skip
+    return model, {"input_ids": torch.randint(0, 64, (2, 8))}
 
 
 def _gpt2():
-    config = transformers.GPT2Config(
-        n_embd=32, n_layer=2, n_head=2, n_positions=16, vocab_size=64, resid_pdrop=0.0,
-        embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False,
-    )  # fmt: skip
-    return transformers.GPT2Model(config), {"input_ids": torch.randint(0, 64, (2, 8))}
+    model = tiny_gpt2(n_positions=16, vocab_size=64, resid_pdrop=0.0, embd_pdrop=0.0,
+                      attn_pdrop=0.0, use_cache=False).train()  # fmt: skip
+    return model, {"input_ids": torch.randint(0, 64, (2, 8))}
 
 
 def _encoder():
@@ -159,9 +155,7 @@ def test_deselecting_gives_the_graph_back_without_the_break(explorer):
 
 
 def test_export_and_fx_with_the_wrapper_installed_match_a_fresh_model(explorer):
-    from test_attention_view import Tiny
-
-    model = Tiny(causal=True).eval()
+    model = TinyAttention(causal=True).eval()
     fresh = copy.deepcopy(model)
     x = torch.randn(1, 5, 4)
     ex = explorer(model, selected=["attn"], max_rate=0)
@@ -179,9 +173,7 @@ def test_export_and_fx_with_the_wrapper_installed_match_a_fresh_model(explorer):
 
 
 def test_copies_and_pickles_get_the_plain_forward():
-    from test_attention_view import Tiny
-
-    model = Tiny().eval()
+    model = TinyAttention().eval()
     view = AttentionView(model, lambda content, buffers: None)  # the Explorer's live hooks
     view.sync(["attn"])  # are closures, which pickle refuses; the wrapper is not the problem
     x = torch.randn(1, 3, 4)
@@ -204,10 +196,8 @@ def test_copies_and_pickles_get_the_plain_forward():
 
 
 def test_a_compiled_forward_that_raises_leaves_no_mode_behind(explorer):
-    from test_attention_view import Tiny
-
     torch._dynamo.reset()
-    model = Tiny().eval()
+    model = TinyAttention().eval()
     compiled = torch.compile(model)
     ex = explorer(compiled, selected=["attn"], max_rate=0)
     with pytest.raises(RuntimeError):
@@ -272,10 +262,8 @@ def test_a_bare_encoder_layer_leaves_its_fused_path_under_compile(explorer, how)
 
 def test_fullgraph_wrapper_attaches_nothing_and_says_why(explorer):
     """A graph break is an error under fullgraph=True: the user's forward must keep running."""
-    from test_attention_view import Tiny
-
     torch._dynamo.reset()
-    model = Tiny().eval()
+    model = TinyAttention().eval()
     compiled = torch.compile(model, fullgraph=True)
     ex = explorer(compiled, max_rate=0)
     ex.select(["attn", "head"])

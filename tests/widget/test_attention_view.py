@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from support.models import TinyAttention, tiny_bert
 from torch import nn
 
 from surgeon_widgets.engine.attention.capture import capture_attention, reduce_pattern
@@ -15,36 +16,9 @@ from surgeon_widgets.widget.views.attention_tokens import normalize_tokens
 from surgeon_widgets.widget.wire import attention_message
 
 
-class SelfAttention(nn.Module):
-    """Multi-head self-attention through F.scaled_dot_product_attention (no weights returned)."""
-
-    def __init__(self, dim: int = 16, heads: int = 2, causal: bool = False) -> None:
-        super().__init__()
-        self.heads, self.causal = heads, causal
-        self.qkv = nn.Linear(dim, 3 * dim)
-        self.out = nn.Linear(dim, dim)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        b, s, d = x.shape
-        q, k, v = self.qkv(x).view(b, s, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)
-        return self.out(y.transpose(1, 2).reshape(b, s, d))
-
-
-class Tiny(nn.Module):
-    def __init__(self, causal: bool = False) -> None:
-        super().__init__()
-        self.embed = nn.Linear(4, 16)
-        self.attn = SelfAttention(causal=causal)
-        self.head = nn.Linear(16, 3)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(self.attn(self.embed(x)))
-
-
 @pytest.fixture
 def tiny():
-    return Tiny(causal=True).eval()
+    return TinyAttention(causal=True).eval()
 
 
 def _view(model, **kwargs):
@@ -53,7 +27,7 @@ def _view(model, **kwargs):
 
 
 def test_4096_tokens_payload_is_at_most_256x256_uint8_per_map():
-    model = Tiny(causal=True).eval()
+    model = TinyAttention(causal=True).eval()
     view, sent = _view(model)
     try:
         view.sync(["attn"])
@@ -341,11 +315,8 @@ def test_bert_with_a_tokenizer_gets_token_labels(make, from_view):
     transformers = pytest.importorskip("transformers")
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat"]
     tokenizer = transformers.BertTokenizer(vocab={tok: i for i, tok in enumerate(vocab)})
-    config = transformers.BertConfig(
-        vocab_size=len(vocab), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-        intermediate_size=32, max_position_embeddings=16,
-    )  # fmt: skip
-    model = transformers.BertModel(config).eval()
+    model = tiny_bert(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=1,
+                      intermediate_size=32, max_position_embeddings=16)  # fmt: skip
     layer = "encoder.layer.0.attention.self"
     ex = make(model, max_rate=0)
     ex.select([layer])

@@ -8,8 +8,7 @@ import warnings
 import pytest
 import torch
 import torchvision
-import transformers
-from support.models import SomeModel
+from support.models import SomeModel, tiny_bert
 from torch import fx, nn
 
 from surgeon_widgets.engine.cut.surgery import input_identifier
@@ -210,11 +209,7 @@ def test_grid_of_cuts_on_resnet18(make):
 
 
 def test_grid_of_cuts_on_bert_config(make):
-    config = transformers.BertConfig(
-        hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128,
-        vocab_size=100, max_position_embeddings=32,
-    )  # fmt: skip
-    model = transformers.BertModel(config).eval()
+    model = tiny_bert(hidden_size=64, intermediate_size=128)
     inputs = {"input_ids": torch.randint(0, 100, (1, 8))}
     cuts = [
         (None, ["encoder.layer.0.intermediate"]),
@@ -307,9 +302,7 @@ def test_graph_nodes_never_reach_inspect_code_and_one_trace_serves_the_panel(mak
     monkeypatch.setattr(
         tracing, "_trace_uncached", lambda *a, **k: calls.append(1) or real(*a, **k)
     )
-    config = transformers.BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                                     intermediate_size=64, vocab_size=100)  # fmt: skip
-    model = transformers.BertModel(config).eval()
+    model = tiny_bert()
     inputs = {"input_ids": torch.randint(0, 100, (1, 8))}
     ex = make(model, inputs)
     ex.show_nodes = True  # the tree's node rows

@@ -12,7 +12,7 @@ import torch
 import torchvision
 import transformers
 from matplotlib.figure import Figure
-from support.models import SomeModel, SomeModelFn
+from support.models import SomeModel, SomeModelFn, tiny_bert
 from torch import nn
 
 from surgeon_widgets import UnknownNameError, get_layers, get_nodes
@@ -27,11 +27,7 @@ def items(ex: Explorer) -> list[dict]:
 
 
 def bert(layers: int = 2) -> nn.Module:
-    config = transformers.BertConfig(
-        hidden_size=64, num_hidden_layers=layers, num_attention_heads=2, intermediate_size=128,
-        vocab_size=100, max_position_embeddings=32,
-    )  # fmt: skip
-    return transformers.BertModel(config).eval()
+    return tiny_bert(hidden_size=64, intermediate_size=128, num_hidden_layers=layers)
 
 
 def test_rows_are_get_layers_names(make):

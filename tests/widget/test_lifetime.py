@@ -21,7 +21,7 @@ import ipywidgets.widgets.widget as ipywidget
 import pytest
 import torch
 import torchvision
-import transformers
+from support.models import tiny_bert
 from torch import nn
 
 from surgeon_widgets.engine.attention.capture import attention_layers
@@ -117,11 +117,7 @@ def test_a_collected_explorer_leaves_no_hook_and_the_model_trains(guards_default
 
 
 def test_a_collected_explorer_with_attention_and_gradients_leaves_no_hook():
-    config = transformers.BertConfig(
-        hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-        vocab_size=64, max_position_embeddings=16,
-    )  # fmt: skip
-    model = transformers.BertModel(config)
+    model = tiny_bert(vocab_size=64, max_position_embeddings=16).train()
     layers = attention_layers(model)
     widgets = comms()
     ex = Explorer(model, selected=[*layers, "encoder.layer.0"], gradients=True, max_rate=0)

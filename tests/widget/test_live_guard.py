@@ -8,6 +8,7 @@ import pytest
 import torch
 import torchvision
 import traitlets
+from support.models import tiny_bert, tiny_gpt2
 from torch import nn
 
 from surgeon_widgets import Extract, get_layers, get_nodes
@@ -101,13 +102,9 @@ def test_resnet_traces_are_identical_with_every_layer_live(explorer):
 
 
 def test_bert_with_attention_selected_exports_identically(explorer):
-    transformers = pytest.importorskip("transformers")
-    config = transformers.BertConfig(
-        vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-        intermediate_size=64, max_position_embeddings=16,
-    )  # fmt: skip
+    pytest.importorskip("transformers")
     torch.manual_seed(0)
-    model = transformers.BertModel(config).eval()
+    model = tiny_bert(vocab_size=64, max_position_embeddings=16)
     fresh = copy.deepcopy(model)
     ids = torch.randint(0, 64, (2, 8))
     inputs = {"input_ids": ids}
@@ -135,9 +132,8 @@ def test_bert_with_attention_selected_exports_identically(explorer):
 
 
 def test_gpt2_with_attention_selected_keeps_its_graph(explorer):
-    transformers = pytest.importorskip("transformers")
-    config = transformers.GPT2Config(n_embd=32, n_layer=2, n_head=2, n_positions=16, vocab_size=64)
-    model = transformers.GPT2Model(config).eval()
+    pytest.importorskip("transformers")
+    model = tiny_gpt2(n_positions=16, vocab_size=64)
     model.config.use_cache = False
     inputs = {"input_ids": torch.randint(0, 64, (1, 8))}
     expected = get_nodes(copy.deepcopy(model), example_inputs=inputs)

@@ -92,7 +92,7 @@ def test_params_off_by_default_and_unknown_argument_hint():
 
 
 def test_a_selection_change_writes_hooks_once(training):
-    model, ex = training
+    _, ex = training
     writes = []
     ex.observe(lambda change: writes.append(change["new"]), "hooks")
     ex.select(["0", "1", "2"])  # params=True: "2" joins param_layers too
