@@ -127,8 +127,8 @@ class Explorer(ShownLater, FrontEnd):
         )  # fmt: skip
         self._cut = CutPanel(
             model, example_inputs, lambda: Marks(self.node_in, self.node_out, self.selected),
-            self._show_cut, lambda content: self.send(content), notebook.user_namespace,
-            notebook.shell,
+            self._show_cut, lambda content, buffers: self.send(content, buffers),
+            notebook.user_namespace, notebook.shell,
         )  # fmt: skip
         notes = [COMPILED] if is_compiled(self._watched) or compiled_parts(model) else []
         hand_over(self, HANDED_OVER, self._handover)

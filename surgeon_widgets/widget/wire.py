@@ -30,8 +30,8 @@ from .views.attention_tokens import Tokens, tokens_for
 
 __all__ = [
     "ATTENTION_BUDGET", "BUDGET", "MIN_HEAD_SIZE", "AttentionMap", "Message", "attention_message",
-    "attention_update", "fit_budget", "history_snapshot", "item", "payload_size",
-    "snapshot_message", "stats_message",
+    "attention_update", "fit_budget", "history_snapshot", "insert_result", "item",
+    "payload_size", "snapshot_message", "stats_message",
 ]  # fmt: skip
 
 BUDGET = 4096
@@ -120,6 +120,11 @@ def snapshot_message(latest: Iterable[Record], history: Mapping[str, Iterable[Re
     items = _encode(latest, buffers)
     past = {key: _encode(recs, buffers) for key, recs in history.items()}
     return {"type": "snapshot", "items": items, "history": past}, buffers
+
+
+def insert_result(ok: bool, message: str) -> Message:
+    """``{type: "insert_result", ok, message}``: the answer to the cut panel's ``insert_cell``."""
+    return {"type": "insert_result", "ok": ok, "message": message}, []
 
 
 def history_snapshot(history: History) -> Message:

@@ -37,6 +37,7 @@ from ...engine.cut.extract import Extract
 from ...engine.naming import split_call_suffix
 from ...engine.tracing import Trace, trace
 from ..runtime.notebook import in_marimo
+from ..wire import insert_result
 
 __all__ = ["CutPanel", "Marks", "NameMap", "normalize_names"]
 
@@ -107,7 +108,7 @@ class CutPanel:
         example_inputs: as the Explorer's; traces models torch.fx cannot, and the code uses them.
         marks: the current :class:`Marks`.
         show: called with the ``cut_report`` dict and the ``code`` after each refresh.
-        send: sends a message to the view (the answer to ``insert_cell``).
+        send: sends ``(content, buffers)`` to the view (the answer to ``insert_cell``).
         namespace: the user's namespace, to name the model in the code (default: none).
         shell: the IPython shell (``to_cell``), or ``None`` outside IPython.
     """
@@ -118,7 +119,7 @@ class CutPanel:
         example_inputs: Any,
         marks: Callable[[], Marks],
         show: Callable[[dict, str], None],
-        send: Callable[[dict], None],
+        send: Callable[[dict, list[bytes]], None],
         namespace: Callable[[], Mapping[str, Any]] = dict,
         shell: Callable[[], Any] = lambda: None,
     ) -> None:
@@ -178,7 +179,7 @@ class CutPanel:
     def insert_cell(self, code: str) -> None:
         """Ask the notebook for a cell below the active one holding ``code``; answer the view."""
         ok, message = _insert_with_ipylab(code)
-        self.send({"type": "insert_result", "ok": ok, "message": message})
+        self.send(*insert_result(ok, message))
 
     def _traced(self) -> Trace:
         """The engine's shared trace of the model (traced again when the model changes); a
