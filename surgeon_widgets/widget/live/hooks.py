@@ -1,4 +1,4 @@
-"""Hook lifecycle of the Explorer's selection: attach, throttle, reduce, report, detach.
+"""Activation and gradient hooks of the selected modules: attach, reduce, report, detach.
 
 Forward hooks go on the selected modules only (through one :class:`HookRegistry`). With
 gradients on, each due forward also puts a tensor hook on the output's leaves, which fires

@@ -59,4 +59,4 @@ class ShownLater(ipywidgets.Widget):
         return self.comm.comm_id
 
     def __del__(self) -> None:
-        ipywidgets.Widget.close(self)  # as ipywidgets' own __del__: no trait changes here
+        super().close()  # as ipywidgets' own __del__ (not a subclass's close: no trait changes)
