@@ -105,7 +105,7 @@ def main() -> None:
     for arm in [a for a in arms if a != "plain"]:
         ratio = statistics.median(wall[arm]) / plain
         print(f"[tiny_bert compiled] live explorer {arm}/plain: {ratio:.3f}")
-    maps = explorers["attention_every"]._attention.latest(layer)
+    maps = explorers["attention_every"]._live.attention.latest(layer)
     assert maps is not None, "no attention map was recorded under torch.compile"
     for ex in explorers.values():
         assert ex.errors == [], ex.errors

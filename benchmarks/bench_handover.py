@@ -95,7 +95,7 @@ def main() -> None:
             start = time.perf_counter()
             model(x)  # applies the selection, then records it
             waits.append(time.perf_counter() - start - base)
-            assert ex._live.attached == ex.selected
+            assert ex._live.activations.attached == ex.selected
     ex.close()
     wait = statistics.median(waits) * 1e6
     print(f"[handover] a posted selection applied at the next forward: {wait:.0f} us median "

@@ -8,7 +8,7 @@ per layer within a 2% time budget). Its updates are JSON-serialised as a kernel'
 The arms take turns **step by step** (a round runs one step of every arm, in a shuffled order),
 so the machine's drift, which on a shared VM moves a step's time by 10-30% within seconds,
 hits every arm alike. Each Explorer's throttle runs on its own arm's clock (the wall time of
-that arm's steps only, ``LiveHooks.now``), so it updates and spends its budget exactly as if its
+that arm's steps only, ``Throttle.now``), so it updates and spends its budget exactly as if its
 arm ran alone. A ratio is an arm's total step time over the plain arm's, on two clocks: wall
 time (``perf_counter``) and the process's CPU time (``process_time``); the range after it is
 the lowest and highest ratio of five consecutive windows of the rounds.
@@ -77,20 +77,20 @@ def kernel_send(sent: list[int]) -> Callable:
 
 def timed_reports(ex: Explorer, spent: list[float]) -> None:
     """Add the CPU time of each of the Explorer's reductions (stats and send) to ``spent``."""
-    report = ex._live.report
+    report = ex._live.activations.report
 
     def timed(*args: object, **kwargs: object) -> None:
         start = time.process_time()
         report(*args, **kwargs)  # type: ignore[arg-type]
         spent.append(time.process_time() - start)
 
-    ex._live.report = timed  # type: ignore[method-assign]
+    ex._live.activations.report = timed  # type: ignore[method-assign]
 
 
 def longest_wait(ex: Explorer) -> float:
     """The longest the throttle now holds back an update of one of the selected layers."""
-    live = ex._live
-    return max((live._spacing(key) for key in live._cost), default=0.0)
+    throttle = ex._live.throttle
+    return max((throttle.spacing(key) for key in throttle.costs), default=0.0)
 
 
 def graph_breaks() -> int:
@@ -150,7 +150,7 @@ def measure(name: str, base: nn.Module, compiled: bool, batch: int, seconds: flo
         if k:
             ex = explorers[arm] = Explorer(run, selected=spread_leaves(model, k))
             ex.send = kernel_send(sent.setdefault(arm, []))  # type: ignore[method-assign]
-            ex._live.now = clocks[arm]
+            ex._live.throttle.now = clocks[arm]
             timed_reports(ex, reduced.setdefault(arm, []))
         steps[arm] = trainer(model, run, x, y)
         before = graph_breaks()

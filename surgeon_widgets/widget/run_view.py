@@ -21,7 +21,6 @@ True
 
 from __future__ import annotations
 
-import base64
 import html
 import threading
 import time
@@ -39,7 +38,7 @@ from .front_end import FrontEnd
 from .history import Record
 from .views import tree
 from .views.errors import ErrorList
-from .views.figures import history_figure, static_png
+from .views.figures import history_figure, static_png, with_png
 from .wire import fit_budget, snapshot_message, stats_message
 
 __all__ = ["RunView"]
@@ -163,10 +162,7 @@ class RunView(ipywidgets.VBox):
         bundle = super()._repr_mimebundle_(**kwargs)
         rows = tree.filter_rows(self.view.rows, self.view.search)
         layers = {n: self.stats(n) for n in self.view.selected if n in self.run.layers}
-        data = base64.b64encode(static_png(rows, layers)).decode("ascii")
-        if isinstance(bundle, tuple):
-            return {**bundle[0], "image/png": data}, bundle[1]
-        return {**(bundle or {}), "image/png": data}
+        return with_png(bundle, static_png(rows, layers))
 
     # -- following --------------------------------------------------------------------------
 

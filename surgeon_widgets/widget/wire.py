@@ -1,7 +1,10 @@
-"""Wire form of the live stats (see ``js/PROTOCOL.md``): JSON items plus binary histogram buffers.
+"""Every message the Python side sends, in its wire form (``js/PROTOCOL.md``, ``js/src/codec.js``).
 
-Each item points at its histogram with ``{buffer, dtype, shape}``; at most ``BUDGET`` bytes per
-layer per update (items that do not fit are left out).
+A message is JSON content plus binary buffers; an item points at its buffer with
+``{buffer, dtype, shape}``. Stats (``stats``, ``snapshot``): at most ``BUDGET`` bytes per layer
+per update (items that do not fit are left out). Attention maps (``attention``): at most
+``ATTENTION_BUDGET`` bytes per layer and update, pooled on the model's device, whatever the
+sequence length (a 4,096-token layer never costs an S×S transfer).
 
 >>> import torch
 >>> from surgeon_widgets.engine.stats import tensor_stats
@@ -17,12 +20,23 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Mapping
+from typing import Any, NamedTuple
 
-from .history import Record
+import torch
 
-__all__ = ["BUDGET", "fit_budget", "item", "payload_size", "snapshot_message", "stats_message"]
+from ..engine.attention.capture import reduce_pattern
+from .history import History, Record
+from .views.attention_tokens import Tokens, tokens_for
+
+__all__ = [
+    "ATTENTION_BUDGET", "BUDGET", "MIN_HEAD_SIZE", "AttentionMap", "Message", "attention_message",
+    "attention_update", "fit_budget", "history_snapshot", "insert_result", "item",
+    "payload_size", "snapshot_message", "stats_message",
+]  # fmt: skip
 
 BUDGET = 4096
+ATTENTION_BUDGET = 512 * 1024  # bytes of maps per layer and update (the mean alone: 256 x 256)
+MIN_HEAD_SIZE = 32  # many heads are pooled further to share the budget, never below this a side
 Message = tuple[dict, list[bytes]]
 
 
@@ -106,3 +120,103 @@ def snapshot_message(latest: Iterable[Record], history: Mapping[str, Iterable[Re
     items = _encode(latest, buffers)
     past = {key: _encode(recs, buffers) for key, recs in history.items()}
     return {"type": "snapshot", "items": items, "history": past}, buffers
+
+
+def insert_result(ok: bool, message: str) -> Message:
+    """``{type: "insert_result", ok, message}``: the answer to the cut panel's ``insert_cell``."""
+    return {"type": "insert_result", "ok": ok, "message": message}, []
+
+
+def history_snapshot(history: History) -> Message:
+    """The ``snapshot`` of everything ``history`` holds (the latest within ``BUDGET``)."""
+    past = {key: history.records(key) for key in history.keys()}  # noqa: SIM118 (a method)
+    return snapshot_message(fit_budget(history.latest()), past)
+
+
+def attention_message(
+    layer: str,
+    pattern: torch.Tensor,
+    batch: int = 0,
+    step: int = 0,
+    tokens: Tokens | None = None,
+    max_size: int = 256,
+    budget: int = ATTENTION_BUDGET,
+    training: bool | None = None,
+) -> Message:
+    """``{type: "attention", items}`` + buffers for one layer's ``[batch, heads, q, k]`` pattern.
+
+    One item for the mean over heads (at most ``max_size`` a side), then one per head, all of
+    batch item ``batch``. Heads share what the mean leaves of ``budget`` bytes, so they may be
+    pooled further (never below ``MIN_HEAD_SIZE`` a side). Unpooled maps also travel as float32
+    (``exact``) when everything still fits ``budget``. Token labels ride on the mean item only
+    (``tokens_q`` / ``tokens_k``, when their length fits the axis). ``training``: the model's
+    mode in that forward, on every item when known.
+    """
+    n_batch, n_heads, n_q, n_k = pattern.shape
+    if not 0 <= batch < n_batch:
+        raise ValueError(f"batch item {batch} out of range: the pattern has {n_batch}")
+    with torch.no_grad():
+        maps = pattern[batch]
+        mean = reduce_pattern(maps.float().mean(0, keepdim=True), max_size)
+        left = max(0, budget - mean.values.numel()) // max(1, n_heads)
+        head_size = max(MIN_HEAD_SIZE, min(max_size, math.isqrt(left)))
+        heads = reduce_pattern(maps, head_size)
+        values = [mean.values[0].cpu(), *heads.values.cpu()]
+        scales = torch.cat([mean.scale, heads.scale]).cpu().tolist()
+        exact = None
+        unpooled = all(tuple(v.shape) == (n_q, n_k) for v in values)
+        if unpooled and (n_heads + 1) * n_q * n_k * 5 <= budget:
+            exact = torch.cat([maps.float().mean(0, keepdim=True), maps.float()]).cpu()
+    buffers: list[bytes] = []
+    items = []
+    for i, head in enumerate(["mean", *range(n_heads)]):
+        item: dict[str, Any] = {
+            "layer": layer, "head": head, "batch": batch, "batches": n_batch,
+            "heads": n_heads, "step": step, "dtype": "uint8",
+            "shape": list(values[i].shape), "full_shape": [n_q, n_k],
+            "lo": 0.0, "hi": float(scales[i]) * 255.0 if values[i].any() else 0.0,
+            "buffer": len(buffers),
+        }  # fmt: skip
+        if training is not None:
+            item["training"] = training
+        buffers.append(values[i].numpy().tobytes())
+        if exact is not None:
+            item["exact"] = {"buffer": len(buffers), "dtype": "float32", "shape": [n_q, n_k]}
+            buffers.append(exact[i].numpy().astype("<f4").tobytes())
+        if head == "mean":
+            for axis, length in (("tokens_q", n_q), ("tokens_k", n_k)):
+                labels = tokens_for(tokens, batch, length)
+                if labels is not None:
+                    item[axis] = labels
+        items.append(item)
+    return {"type": "attention", "items": items}, buffers
+
+
+class AttentionMap(NamedTuple):
+    """One layer's kept pattern and how to show it: batch item, step, train/eval mode."""
+
+    layer: str
+    pattern: torch.Tensor
+    batch: int = 0
+    step: int = 0
+    training: bool | None = None
+
+
+def attention_update(
+    maps: Iterable[AttentionMap], tokens: Tokens | None = None, max_size: int = 256
+) -> Message:
+    """One ``attention`` message with the maps of several layers (their buffers in order)."""
+    items: list[dict] = []
+    buffers: list[bytes] = []
+    for m in maps:
+        batch = min(m.batch, m.pattern.shape[0] - 1)
+        content, bufs = attention_message(
+            m.layer, m.pattern, batch, m.step, tokens, max_size, training=m.training
+        )
+        for one in content["items"]:
+            one["buffer"] += len(buffers)
+            if "exact" in one:
+                one["exact"] = {**one["exact"], "buffer": one["exact"]["buffer"] + len(buffers)}
+        items.extend(content["items"])
+        buffers.extend(bufs)
+    return {"type": "attention", "items": items}, buffers

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from surgeon_widgets.widget.live.attention import attention_message
+from surgeon_widgets.widget.wire import attention_message
 
 LAYER = "enc.attn"
 TOKENS = ["The", "cat", "sat", "down"]

@@ -130,3 +130,35 @@ def token_inputs(batch: int = 2, seq: int = 8, vocab: int = 100) -> dict[str, to
         "input_ids": torch.randint(0, vocab, (batch, seq)),
         "attention_mask": torch.ones(batch, seq, dtype=torch.long),
     }
+
+
+# -- a small attention model of our own (no transformers) ---------------------------------------
+
+
+class SelfAttention(nn.Module):
+    """Multi-head self-attention through F.scaled_dot_product_attention (no weights returned)."""
+
+    def __init__(self, dim: int = 16, heads: int = 2, causal: bool = False) -> None:
+        super().__init__()
+        self.heads, self.causal = heads, causal
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.out = nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, s, d = x.shape
+        q, k, v = self.qkv(x).view(b, s, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        y = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=self.causal)
+        return self.out(y.transpose(1, 2).reshape(b, s, d))
+
+
+class TinyAttention(nn.Module):
+    """``embed`` (4 -> 16), ``attn`` (:class:`SelfAttention`, 2 heads), ``head`` (16 -> 3)."""
+
+    def __init__(self, causal: bool = False) -> None:
+        super().__init__()
+        self.embed = nn.Linear(4, 16)
+        self.attn = SelfAttention(causal=causal)
+        self.head = nn.Linear(16, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.attn(self.embed(x)))

@@ -8,32 +8,29 @@ import pickle
 
 import pytest
 import torch
+from support.models import TinyAttention, tiny_bert, tiny_gpt2
 from torch import nn
 
 from surgeon_widgets.engine.attention.capture import attention_layers, capture_attention
 from surgeon_widgets.engine.registry import live_hooks
-from surgeon_widgets.widget.explorer import COMPILED, FULLGRAPH, Explorer
+from surgeon_widgets.widget.explorer import Explorer
 from surgeon_widgets.widget.live.attention import AttentionView
+from surgeon_widgets.widget.live.selection import COMPILED, FULLGRAPH
 from surgeon_widgets.widget.runtime.compiled import EagerForward, compiled_parts
 
 transformers = pytest.importorskip("transformers")
 
 
 def _bert():
-    config = transformers.BertConfig(
-        vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-        intermediate_size=64, max_position_embeddings=16, hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
-    )  # fmt: skip
-    return transformers.BertModel(config), {"input_ids": torch.randint(0, 64, (2, 8))}
+    model = tiny_bert(vocab_size=64, max_position_embeddings=16, hidden_dropout_prob=0.0,
+                      attention_probs_dropout_prob=0.0).train()  # fmt: skip
+    return model, {"input_ids": torch.randint(0, 64, (2, 8))}
 
 
 def _gpt2():
-    config = transformers.GPT2Config(
-        n_embd=32, n_layer=2, n_head=2, n_positions=16, vocab_size=64, resid_pdrop=0.0,
-        embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False,
-    )  # fmt: skip
-    return transformers.GPT2Model(config), {"input_ids": torch.randint(0, 64, (2, 8))}
+    model = tiny_gpt2(n_positions=16, vocab_size=64, resid_pdrop=0.0, embd_pdrop=0.0,
+                      attn_pdrop=0.0, use_cache=False).train()  # fmt: skip
+    return model, {"input_ids": torch.randint(0, 64, (2, 8))}
 
 
 def _encoder():
@@ -101,7 +98,7 @@ def test_compiled_attention_layer_records_the_eager_pattern(explorer, kind, how)
         expected_out = _output(eager(**inputs))
         reference = capture_attention(eager, inputs, layer)[layer]
     torch.testing.assert_close(out, expected_out, rtol=1e-4, atol=1e-5)
-    got = ex._attention.latest(layer)
+    got = ex._live.attention.latest(layer)
     torch.testing.assert_close(got, reference, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(got.sum(-1), torch.ones(got.shape[:-1]), rtol=0, atol=1e-5)
     maps = _maps(ex, layer)
@@ -132,7 +129,7 @@ def test_attention_selected_after_the_first_compiled_forward(explorer):
     assert {m["layer"] for c, _ in ex.sent if c["type"] == "attention" for m in c["items"]} == set(
         layers
     )
-    assert all(ex._attention.latest(n).shape == (2, 2, 8, 8) for n in layers)
+    assert all(ex._live.attention.latest(n).shape == (2, 2, 8, 8) for n in layers)
 
 
 def _breaks(model: nn.Module, inputs: dict) -> tuple[int, int]:
@@ -149,7 +146,7 @@ def test_deselecting_gives_the_graph_back_without_the_break(explorer):
     ex = explorer(torch.compile(model), max_rate=0)
     layer = attention_layers(model)[0]
     ex.select([layer])
-    ex._live.sync([], False)  # only the attention wrapper: its own cost in graph breaks
+    ex._live.activations.sync([], False)  # only the attention wrapper: its own cost in graph breaks
     selected = _breaks(model, inputs)
     ex.select([])
     after = _breaks(model, inputs)
@@ -158,9 +155,7 @@ def test_deselecting_gives_the_graph_back_without_the_break(explorer):
 
 
 def test_export_and_fx_with_the_wrapper_installed_match_a_fresh_model(explorer):
-    from test_attention_view import Tiny
-
-    model = Tiny(causal=True).eval()
+    model = TinyAttention(causal=True).eval()
     fresh = copy.deepcopy(model)
     x = torch.randn(1, 5, 4)
     ex = explorer(model, selected=["attn"], max_rate=0)
@@ -174,13 +169,11 @@ def test_export_and_fx_with_the_wrapper_installed_match_a_fresh_model(explorer):
         ]
     fx = torch.fx.symbolic_trace(model).graph
     assert [n.op for n in fx.nodes] == [n.op for n in torch.fx.symbolic_trace(fresh).graph.nodes]
-    assert ex._attention.latest("attn") is None and ex.errors == []  # traces never record
+    assert ex._live.attention.latest("attn") is None and ex.errors == []  # traces never record
 
 
 def test_copies_and_pickles_get_the_plain_forward():
-    from test_attention_view import Tiny
-
-    model = Tiny().eval()
+    model = TinyAttention().eval()
     view = AttentionView(model, lambda content, buffers: None)  # the Explorer's live hooks
     view.sync(["attn"])  # are closures, which pickle refuses; the wrapper is not the problem
     x = torch.randn(1, 3, 4)
@@ -203,10 +196,8 @@ def test_copies_and_pickles_get_the_plain_forward():
 
 
 def test_a_compiled_forward_that_raises_leaves_no_mode_behind(explorer):
-    from test_attention_view import Tiny
-
     torch._dynamo.reset()
-    model = Tiny().eval()
+    model = TinyAttention().eval()
     compiled = torch.compile(model)
     ex = explorer(compiled, selected=["attn"], max_rate=0)
     with pytest.raises(RuntimeError):
@@ -263,7 +254,7 @@ def test_a_bare_encoder_layer_leaves_its_fused_path_under_compile(explorer, how)
         out = handed(x)
         reference = capture_attention(eager, x, "self_attn")["self_attn"]
         torch.testing.assert_close(out, eager(x), rtol=1e-4, atol=1e-5)
-    torch.testing.assert_close(ex._attention.latest("self_attn"), reference)
+    torch.testing.assert_close(ex._live.attention.latest("self_attn"), reference)
     assert [m["training"] for m in _maps(ex, "self_attn")] == [False]
     ex.close()
     assert "forward" not in layer.self_attn.__dict__ and not layer._forward_pre_hooks
@@ -271,10 +262,8 @@ def test_a_bare_encoder_layer_leaves_its_fused_path_under_compile(explorer, how)
 
 def test_fullgraph_wrapper_attaches_nothing_and_says_why(explorer):
     """A graph break is an error under fullgraph=True: the user's forward must keep running."""
-    from test_attention_view import Tiny
-
     torch._dynamo.reset()
-    model = Tiny().eval()
+    model = TinyAttention().eval()
     compiled = torch.compile(model, fullgraph=True)
     ex = explorer(compiled, max_rate=0)
     ex.select(["attn", "head"])
@@ -282,7 +271,7 @@ def test_fullgraph_wrapper_attaches_nothing_and_says_why(explorer):
     assert [e["text"] for e in ex.errors] == [FULLGRAPH]
     with torch.no_grad():
         compiled(torch.randn(1, 3, 4))  # raised "Unsupported" with hooks attached
-    assert ex.stats("head") == {} and ex._attention.latest("attn") is None
+    assert ex.stats("head") == {} and ex._live.attention.latest("attn") is None
 
 
 def test_fullgraph_block_refuses_only_the_layers_inside_it(explorer):

@@ -6,44 +6,19 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from support.models import TinyAttention, tiny_bert
 from torch import nn
 
 from surgeon_widgets.engine.attention.capture import capture_attention, reduce_pattern
 from surgeon_widgets.engine.registry import live_hooks
-from surgeon_widgets.widget.live.attention import AttentionView, attention_message
+from surgeon_widgets.widget.live.attention import AttentionView
 from surgeon_widgets.widget.views.attention_tokens import normalize_tokens
-
-
-class SelfAttention(nn.Module):
-    """Multi-head self-attention through F.scaled_dot_product_attention (no weights returned)."""
-
-    def __init__(self, dim: int = 16, heads: int = 2, causal: bool = False) -> None:
-        super().__init__()
-        self.heads, self.causal = heads, causal
-        self.qkv = nn.Linear(dim, 3 * dim)
-        self.out = nn.Linear(dim, dim)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        b, s, d = x.shape
-        q, k, v = self.qkv(x).view(b, s, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)
-        return self.out(y.transpose(1, 2).reshape(b, s, d))
-
-
-class Tiny(nn.Module):
-    def __init__(self, causal: bool = False) -> None:
-        super().__init__()
-        self.embed = nn.Linear(4, 16)
-        self.attn = SelfAttention(causal=causal)
-        self.head = nn.Linear(16, 3)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(self.attn(self.embed(x)))
+from surgeon_widgets.widget.wire import attention_message
 
 
 @pytest.fixture
 def tiny():
-    return Tiny(causal=True).eval()
+    return TinyAttention(causal=True).eval()
 
 
 def _view(model, **kwargs):
@@ -52,7 +27,7 @@ def _view(model, **kwargs):
 
 
 def test_4096_tokens_payload_is_at_most_256x256_uint8_per_map():
-    model = Tiny(causal=True).eval()
+    model = TinyAttention(causal=True).eval()
     view, sent = _view(model)
     try:
         view.sync(["attn"])
@@ -259,7 +234,7 @@ def _attention(ex):
     return [(c, b) for c, b in ex.sent if c["type"] == "attention"]
 
 
-def test_explorer_selecting_an_attention_layer_sends_heatmaps(make, tiny):
+def test_explorer_selecting_an_attention_layer_sends_heatmaps(make, tiny, from_view):
     ex = make(tiny, max_rate=0)
     ex.select(["attn", "head"])
     assert {"name": "attn", "kind": "attention"} in ex.hooks
@@ -273,9 +248,9 @@ def test_explorer_selecting_an_attention_layer_sends_heatmaps(make, tiny):
     ]
     assert any(c["type"] == "stats" for c, _ in ex.sent)  # histograms still flow
     ex.sent.clear()
-    ex._on_msg(ex, {"type": "hello"}, [])  # a new view gets the heatmaps too
+    from_view(ex, {"type": "hello"})  # a new view gets the heatmaps too
     assert [c["type"] for c, _ in ex.sent] == ["snapshot", "attention"]
-    ex._on_msg(ex, {"type": "attention_batch", "layer": "attn", "batch": 3}, [])
+    from_view(ex, {"type": "attention_batch", "layer": "attn", "batch": 3})
     assert "batch item 3 out of range" in ex.errors[-1]["text"]
 
 
@@ -305,7 +280,7 @@ def test_explorer_set_tokens_and_attention_figure(make, tiny):
     ax = fig.axes[0]
     assert ax.images[0].get_cmap().name == "viridis"
     assert [t.get_text() for t in ax.get_yticklabels()] == ["I", "like", "tea"]
-    full = ex._attention.latest("attn")
+    full = ex._live.attention.latest("attn")
     np.testing.assert_allclose(ax.images[0].get_array(), full[0].mean(0).numpy(), atol=1e-6)
     head1 = ex.attention_figure("attn", head=1)
     np.testing.assert_allclose(head1.axes[0].images[0].get_array(), full[0, 1].numpy())
@@ -313,7 +288,7 @@ def test_explorer_set_tokens_and_attention_figure(make, tiny):
         ex.attention_figure("attn", head=2)
 
 
-def test_explorer_removes_attention_hooks_on_deselect_and_close(make, tiny):
+def test_explorer_removes_attention_hooks_on_deselect_and_close(make, tiny, from_view):
     ex = make(tiny, max_rate=0)
     ex.select(["attn"])
     assert ("Explorer attention", "eager_forward", "attn") in live_hooks()
@@ -321,7 +296,7 @@ def test_explorer_removes_attention_hooks_on_deselect_and_close(make, tiny):
     assert all(owner != "Explorer attention" for owner, _, _ in live_hooks())
     assert {"name": "attn", "kind": "attention"} not in ex.hooks
     ex.select(["attn"])
-    ex._on_msg(ex, {"type": "remove_all_hooks"}, [])
+    from_view(ex, {"type": "remove_all_hooks"})
     assert live_hooks() == []
     ex.select(["attn"])
     ex.close()
@@ -333,18 +308,15 @@ def test_explorer_feeds_the_update_cost_to_the_shared_throttle(make, tiny):
     ex.select(["attn"])
     with torch.no_grad():
         tiny(torch.randn(1, 3, 4))
-    assert ex._live._cost[("attn", "attention")] > 0
+    assert ex._live.throttle.costs[("attn", "attention")] > 0
 
 
-def test_bert_with_a_tokenizer_gets_token_labels(make):
+def test_bert_with_a_tokenizer_gets_token_labels(make, from_view):
     transformers = pytest.importorskip("transformers")
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat"]
     tokenizer = transformers.BertTokenizer(vocab={tok: i for i, tok in enumerate(vocab)})
-    config = transformers.BertConfig(
-        vocab_size=len(vocab), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-        intermediate_size=32, max_position_embeddings=16,
-    )  # fmt: skip
-    model = transformers.BertModel(config).eval()
+    model = tiny_bert(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=1,
+                      intermediate_size=32, max_position_embeddings=16)  # fmt: skip
     layer = "encoder.layer.0.attention.self"
     ex = make(model, max_rate=0)
     ex.select([layer])
@@ -355,17 +327,18 @@ def test_bert_with_a_tokenizer_gets_token_labels(make):
     mean = _attention(ex)[-1][0]["items"][0]
     assert mean["layer"] == layer and mean["batches"] == 2 and mean["heads"] == 2
     assert mean["tokens_q"] == ["[CLS]", "the", "cat", "sat", "[SEP]"]
-    ex._on_msg(ex, {"type": "attention_batch", "layer": layer, "batch": 1}, [])
+    from_view(ex, {"type": "attention_batch", "layer": layer, "batch": 1})
     mean = _attention(ex)[-1][0]["items"][0]
     assert mean["batch"] == 1 and mean["tokens_k"] == ["[CLS]", "the", "cat", "[SEP]", "[PAD]"]
     with torch.no_grad():
         reference = capture_attention(model, dict(enc), layer)[layer]
-    torch.testing.assert_close(ex._attention.latest(layer), reference)
+    torch.testing.assert_close(ex._live.attention.latest(layer), reference)
     assert ex.attention_figure(layer, batch=1).axes[0].get_xticklabels()[4].get_text() == "[PAD]"
 
 
 def test_many_heads_share_the_budget():
-    from surgeon_widgets.widget.live.attention import BUDGET, MIN_HEAD_SIZE
+    from surgeon_widgets.widget.wire import ATTENTION_BUDGET as BUDGET
+    from surgeon_widgets.widget.wire import MIN_HEAD_SIZE
 
     pattern = torch.softmax(torch.randn(1, 64, 600, 600), -1)
     content, buffers = attention_message("a", pattern)

@@ -8,8 +8,7 @@ import warnings
 import pytest
 import torch
 import torchvision
-import transformers
-from support.models import SomeModel
+from support.models import SomeModel, tiny_bert
 from torch import fx, nn
 
 from surgeon_widgets.engine.cut.surgery import input_identifier
@@ -90,12 +89,12 @@ def test_node_in_out_normalise_to_one_wire_form_and_sync(make):
         ex.node_in = 3
 
 
-def test_leaky_cut_reports_the_leak_and_the_fix_applies_by_message(make):
+def test_leaky_cut_reports_the_leak_and_the_fix_applies_by_message(make, from_view):
     ex = make(Branchy())
     ex.node_in, ex.node_out = ["a"], ["add"]
     report = ex.cut_report
     assert report["leaks"] == {"x": ["b"]} and report["fix"] == ["b"] and report["valid"]
-    ex._on_msg(ex, {"type": "cut_apply_fix"}, [])
+    from_view(ex, {"type": "cut_apply_fix"})
     assert ex.node_in == {"a": "a", "b": "b"}
     assert ex.cut_report["leaks"] == {} and ex.cut_report["inputs"] == ["a", "b"]
 
@@ -160,7 +159,7 @@ def test_code_names_the_users_variable_and_includes_inspect(make):
         shell.user_ns.pop("net", None)
 
 
-def test_to_cell_and_insert_without_ipylab(make, monkeypatch):
+def test_to_cell_and_insert_without_ipylab(make, monkeypatch, from_view):
     from IPython.testing.globalipapp import get_ipython
 
     shell = get_ipython()
@@ -171,7 +170,7 @@ def test_to_cell_and_insert_without_ipylab(make, monkeypatch):
     ex.to_cell()
     assert seen == [ex.code]
     monkeypatch.setitem(__import__("sys").modules, "ipylab", None)  # not installed
-    ex._on_msg(ex, {"type": "insert_cell", "code": ex.code}, [])
+    from_view(ex, {"type": "insert_cell", "code": ex.code})
     assert ex.sent[-1][0] == {"type": "insert_result", "ok": False, "message": NO_INSERT}
 
 
@@ -210,11 +209,7 @@ def test_grid_of_cuts_on_resnet18(make):
 
 
 def test_grid_of_cuts_on_bert_config(make):
-    config = transformers.BertConfig(
-        hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128,
-        vocab_size=100, max_position_embeddings=32,
-    )  # fmt: skip
-    model = transformers.BertModel(config).eval()
+    model = tiny_bert(hidden_size=64, intermediate_size=128)
     inputs = {"input_ids": torch.randint(0, 100, (1, 8))}
     cuts = [
         (None, ["encoder.layer.0.intermediate"]),
@@ -258,7 +253,7 @@ def test_magics_display_an_explorer(make):
             shell.user_ns.pop(key, None)
 
 
-def test_insert_through_ipylab_runs_the_notebook_commands(make, monkeypatch):
+def test_insert_through_ipylab_runs_the_notebook_commands(make, monkeypatch, from_view):
     import sys
     import types
 
@@ -274,7 +269,7 @@ def test_insert_through_ipylab_runs_the_notebook_commands(make, monkeypatch):
     monkeypatch.setitem(sys.modules, "ipylab", types.SimpleNamespace(JupyterFrontEnd=FrontEnd))
     ex = make(SomeModel())
     ex.node_out = ["layer2"]
-    ex._on_msg(ex, {"type": "insert_cell", "code": ex.code}, [])
+    from_view(ex, {"type": "insert_cell", "code": ex.code})
     assert calls == [
         ("notebook:insert-cell-below",),
         ("notebook:replace-selection", {"text": ex.code}),
@@ -307,9 +302,7 @@ def test_graph_nodes_never_reach_inspect_code_and_one_trace_serves_the_panel(mak
     monkeypatch.setattr(
         tracing, "_trace_uncached", lambda *a, **k: calls.append(1) or real(*a, **k)
     )
-    config = transformers.BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                                     intermediate_size=64, vocab_size=100)  # fmt: skip
-    model = transformers.BertModel(config).eval()
+    model = tiny_bert()
     inputs = {"input_ids": torch.randint(0, 100, (1, 8))}
     ex = make(model, inputs)
     ex.show_nodes = True  # the tree's node rows

@@ -12,7 +12,7 @@ import torch
 import torchvision
 import transformers
 from matplotlib.figure import Figure
-from support.models import SomeModel, SomeModelFn
+from support.models import SomeModel, SomeModelFn, tiny_bert
 from torch import nn
 
 from surgeon_widgets import UnknownNameError, get_layers, get_nodes
@@ -27,11 +27,7 @@ def items(ex: Explorer) -> list[dict]:
 
 
 def bert(layers: int = 2) -> nn.Module:
-    config = transformers.BertConfig(
-        hidden_size=64, num_hidden_layers=layers, num_attention_heads=2, intermediate_size=128,
-        vocab_size=100, max_position_embeddings=32,
-    )  # fmt: skip
-    return transformers.BertModel(config).eval()
+    return tiny_bert(hidden_size=64, intermediate_size=128, num_hidden_layers=layers)
 
 
 def test_rows_are_get_layers_names(make):
@@ -52,7 +48,7 @@ def test_rows_are_get_layers_names(make):
 def test_graph_nodes_lazily_nested_under_owner(make):
     model = SomeModelFn()
     ex = make(model)
-    assert ex._node_rows is None  # not traced until asked
+    assert not ex._tree.traced  # not traced until asked
     ex.show_nodes = True
     names = [r["name"] for r in ex.rows]
     assert set(names) == set(get_layers(model)) | set(get_nodes(model))
@@ -69,9 +65,10 @@ def test_graph_nodes_lazily_nested_under_owner(make):
 
 
 def test_untraceable_model_reports_nodes_error(make):
-    ex = make(bert(), show_nodes=True)
+    model = bert()
+    ex = make(model, show_nodes=True)
     assert "could not trace" in ex.nodes_error
-    assert [r["name"] for r in ex.rows] == get_layers(ex._model)
+    assert [r["name"] for r in ex.rows] == get_layers(model)
 
 
 def test_meta_llama_tree_without_allocating(make):
@@ -90,7 +87,7 @@ def test_meta_llama_tree_without_allocating(make):
     assert 69e9 < top < 72e9  # a 70B model, counted from shapes only
 
 
-def test_select_attaches_only_selected_and_removes(make):
+def test_select_attaches_only_selected_and_removes(make, from_view):
     model = torchvision.models.resnet18()
     ex = make(model)
     ex.select(["layer1.0.conv1", "fc"])
@@ -99,7 +96,7 @@ def test_select_attaches_only_selected_and_removes(make):
     assert {h["name"] for h in ex.hooks} == {"layer1.0.conv1", "fc"}
     ex.selected = ["fc"]  # from the front end
     assert {n for n, m in model.named_modules() if m._forward_hooks} == {"fc"}
-    ex._on_msg(ex, {"type": "remove_all_hooks"}, [])
+    from_view(ex, {"type": "remove_all_hooks"})
     assert ex.selected == [] and live_hooks() == [] and ex.hooks == []
     ex.select("fc")
     ex.close()
@@ -257,7 +254,7 @@ def test_throttle(make):
 def test_time_budget_slows_expensive_updates(make):
     model = SomeModel()
     ex = make(model, max_rate=1e6)  # the rate alone would allow every forward
-    ex._live.budget = 1e-9  # but no time may be spent: only the first update goes through
+    ex._live.throttle.budget = 1e-9  # but no time may be spent: only the first update goes through
     ex.select(["layer1"])
     for _ in range(10):
         model(torch.randn(2, 5))
@@ -302,13 +299,13 @@ def test_hook_error_is_reported_and_forward_unharmed(make, monkeypatch, caplog):
     assert "reduction exploded" in caplog.text
 
 
-def test_hello_snapshot_has_history(make):
+def test_hello_snapshot_has_history(make, from_view):
     model = SomeModel()
     ex = make(model, max_rate=0)
     ex.select(["layer3"])
     for _ in range(3):
         model(torch.randn(2, 5))
-    ex._on_msg(ex, {"type": "hello"}, [])
+    from_view(ex, {"type": "hello"})
     content, buffers = ex.sent[-1]
     assert content["type"] == "snapshot"
     assert [it["step"] for it in content["history"]["layer3/output"]] == [0, 1, 2]

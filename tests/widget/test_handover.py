@@ -62,9 +62,9 @@ def test_changes_apply_in_order_and_the_newest_of_a_trait_wins():
     on_thread(setattr, ex, "selected", ["0", "2"])
     on_thread(setattr, ex, "gradients", True)
     assert ex._handover.pending == ["max_rate", "selected", "gradients"]
-    assert ex._live.max_rate == 10.0
+    assert ex._live.throttle.max_rate == 10.0
     model(torch.randn(2, 4)).sum().backward()
-    assert ex._live.max_rate == 0.0 and ex._live.gradients
+    assert ex._live.throttle.max_rate == 0.0 and ex._live.activations.gradients
     assert hooked(model) == {"0", "2"}
     assert "0/grad_output" in ex.stats("0")
     ex.close()

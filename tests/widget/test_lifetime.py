@@ -21,7 +21,7 @@ import ipywidgets.widgets.widget as ipywidget
 import pytest
 import torch
 import torchvision
-import transformers
+from support.models import tiny_bert
 from torch import nn
 
 from surgeon_widgets.engine.attention.capture import attention_layers
@@ -117,17 +117,13 @@ def test_a_collected_explorer_leaves_no_hook_and_the_model_trains(guards_default
 
 
 def test_a_collected_explorer_with_attention_and_gradients_leaves_no_hook():
-    config = transformers.BertConfig(
-        hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-        vocab_size=64, max_position_embeddings=16,
-    )  # fmt: skip
-    model = transformers.BertModel(config)
+    model = tiny_bert(vocab_size=64, max_position_embeddings=16).train()
     layers = attention_layers(model)
     widgets = comms()
     ex = Explorer(model, selected=[*layers, "encoder.layer.0"], gradients=True, max_rate=0)
     ids = torch.randint(0, 64, (1, 8))
     model(input_ids=ids).last_hidden_state.sum().backward()
-    assert ex._attention.latest(layers[0]) is not None and ex.stats("encoder.layer.0")
+    assert ex._live.attention.latest(layers[0]) is not None and ex.stats("encoder.layer.0")
     assert sum(hook_counts(model).values()) > 0
     assert all("forward" in model.get_submodule(n).__dict__ for n in layers)  # run_eagerly's
     assert ex.comm is None and comms() == widgets  # never shown: no comm was made

@@ -8,13 +8,16 @@ import pytest
 import torch
 import torchvision
 import traitlets
+from support.models import tiny_bert, tiny_gpt2
 from torch import nn
 
 from surgeon_widgets import Extract, get_layers, get_nodes
 from surgeon_widgets.engine.cut.analyze import analyze_cut
 from surgeon_widgets.engine.registry import live_hooks
 from surgeon_widgets.engine.tracing import trace
-from surgeon_widgets.widget.explorer import META, REPLACED, Explorer
+from surgeon_widgets.widget.explorer import Explorer
+from surgeon_widgets.widget.live.selection import META
+from surgeon_widgets.widget.runtime.ownership import REPLACED
 from surgeon_widgets.widget.views import tree
 
 
@@ -99,13 +102,9 @@ def test_resnet_traces_are_identical_with_every_layer_live(explorer):
 
 
 def test_bert_with_attention_selected_exports_identically(explorer):
-    transformers = pytest.importorskip("transformers")
-    config = transformers.BertConfig(
-        vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-        intermediate_size=64, max_position_embeddings=16,
-    )  # fmt: skip
+    pytest.importorskip("transformers")
     torch.manual_seed(0)
-    model = transformers.BertModel(config).eval()
+    model = tiny_bert(vocab_size=64, max_position_embeddings=16)
     fresh = copy.deepcopy(model)
     ids = torch.randint(0, 64, (2, 8))
     inputs = {"input_ids": ids}
@@ -115,8 +114,8 @@ def test_bert_with_attention_selected_exports_identically(explorer):
     expected_ext = Extract(fresh, node_out=out_node, example_inputs=inputs)
     ex = explorer(model, inputs, selected=get_layers(model), gradients=True, max_rate=0)
     model(**inputs).last_hidden_state.sum().backward()
-    assert ex._attention.attached  # attention capture is on for the attention layers
-    assert ex._attention.latest("encoder.layer.0.attention.self") is not None
+    assert any(h["kind"] == "attention" for h in ex.hooks)  # capture on for attention layers
+    assert ex._live.attention.latest("encoder.layer.0.attention.self") is not None
     steps = _stats_steps(ex)
 
     got = _user_view(model, inputs, None, layer, inputs)
@@ -133,16 +132,15 @@ def test_bert_with_attention_selected_exports_identically(explorer):
 
 
 def test_gpt2_with_attention_selected_keeps_its_graph(explorer):
-    transformers = pytest.importorskip("transformers")
-    config = transformers.GPT2Config(n_embd=32, n_layer=2, n_head=2, n_positions=16, vocab_size=64)
-    model = transformers.GPT2Model(config).eval()
+    pytest.importorskip("transformers")
+    model = tiny_gpt2(n_positions=16, vocab_size=64)
     model.config.use_cache = False
     inputs = {"input_ids": torch.randint(0, 64, (1, 8))}
     expected = get_nodes(copy.deepcopy(model), example_inputs=inputs)
     ex = explorer(model, inputs, selected=get_layers(model), max_rate=0)
     with torch.no_grad():
         model(**inputs)
-    assert ex._attention.latest(ex._attention.layers[0]) is not None
+    assert ex._live.attention.latest(ex._live.attention.layers[0]) is not None
     assert get_nodes(model, example_inputs=inputs) == expected
     assert ex.errors == []
 
@@ -239,7 +237,7 @@ def test_compiled_model_never_compiles_the_hook_itself(explorer):
     assert ex.errors == []
 
 
-def test_errors_merge_with_a_count_and_clear(explorer, monkeypatch):
+def test_errors_merge_with_a_count_and_clear(explorer, monkeypatch, from_view):
     from surgeon_widgets.widget.live import hooks as live
 
     model = nn.Sequential(nn.Linear(2, 2))
@@ -256,7 +254,7 @@ def test_errors_merge_with_a_count_and_clear(explorer, monkeypatch):
     assert entry["count"] == 5 and entry["layer"] == "0"
     assert "\n" not in entry["text"] and "0: the activation statistics failed" in entry["text"]
     assert "Deselect 0" in entry["text"] and "torch-internal detail" in entry["detail"]
-    ex._on_msg(ex, {"type": "clear_errors"}, [])
+    from_view(ex, {"type": "clear_errors"})
     assert ex.errors == []
 
 

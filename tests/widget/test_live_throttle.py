@@ -9,11 +9,12 @@ import torch
 from torch import nn
 
 from surgeon_widgets.engine.stats import tensor_stats
-from surgeon_widgets.widget.live.hooks import MAX_WAIT, LiveHooks
+from surgeon_widgets.widget.live.hooks import LiveHooks
+from surgeon_widgets.widget.live.throttle import MAX_WAIT
 
 
 class Clock:
-    """The throttle's clock (``LiveHooks.now``), moved by hand."""
+    """The throttle's clock (``Throttle.now``), moved by hand."""
 
     def __init__(self) -> None:
         self.now = 1000.0
@@ -31,7 +32,7 @@ def clock():
 def live(clock):
     """Hooks on three layers at the default rate (10 a second) and budget (2%), on ``clock``."""
     hooks = LiveHooks(three_layers(), lambda r: None, print)
-    hooks.now = clock
+    hooks.throttle.now = clock
     hooks.sync(["0", "1", "2"], gradients=False)
     yield hooks
     hooks.close()
@@ -74,21 +75,22 @@ def test_rate_and_budget(live, clock):
     assert updates(live, clock, ("0", "activation"), 0.5) == every(0.1, 5)
     # 2 ms each over 3 layers: 0.002 * 3 / 0.02 = 0.3 s apart
     for name in "012":
-        live.note_cost((name, "activation"), 0.002)
+        live.throttle.note_cost((name, "activation"), 0.002)
     assert updates(live, clock, ("1", "activation"), 1.0) == every(0.3, 4)
 
 
 def test_one_second_floor_while_affordable(live, clock):
-    live.note_cost(("0", "activation"), 0.012)  # alone it would wait 0.012 * 3 / 0.02 = 1.8 s
-    live.note_cost(("1", "activation"), 0.001)
-    live.note_cost(("2", "activation"), 0.001)
+    # alone it would wait 0.012 * 3 / 0.02 = 1.8 s
+    live.throttle.note_cost(("0", "activation"), 0.012)
+    live.throttle.note_cost(("1", "activation"), 0.001)
+    live.throttle.note_cost(("2", "activation"), 0.001)
     # all three take 14 ms, within 2% of a second: the floor holds
     assert updates(live, clock, ("0", "activation"), 3.0) == every(1, 3)
 
 
 def test_floor_stretches_to_the_budget_when_every_update_is_expensive(live, clock):
     for name, cost in (("0", 0.05), ("1", 0.03), ("2", 0.02)):  # 100 ms a round: 10%
-        live.note_cost((name, "activation"), cost)
+        live.throttle.note_cost((name, "activation"), cost)
     # each waits at most 0.1 / 0.02 = 5 s (not MAX_WAIT = 1 s); the cheapest its own share
     assert updates(live, clock, ("0", "activation"), 11.0) == every(5, 3)
     assert updates(live, clock, ("2", "activation"), 7.0) == every(3, 3)
@@ -101,13 +103,14 @@ def test_floor_stretches_to_the_budget_when_every_update_is_expensive(live, cloc
 def test_real_reductions_are_measured_and_spaced():
     model = nn.Sequential(nn.Identity())
     got = []
-    live = LiveHooks(model, got.extend, print, budget=1e-9)
+    live = LiveHooks(model, got.extend, print)
+    live.throttle.budget = 1e-9
     live.sync(["0"], gradients=False)
     x = torch.randn(64, 64)
     for _ in range(5):
         model(x)
-    assert len(got) == 1 and live._cost[("0", "activation")] > 0
-    assert live._spacing(("0", "activation")) > MAX_WAIT  # a real cost over no budget
+    assert len(got) == 1 and live.throttle.costs[("0", "activation")] > 0
+    assert live.throttle.spacing(("0", "activation")) > MAX_WAIT  # a real cost over no budget
     expected = tensor_stats(x)
     assert got[0].stats.mean == expected.mean and (got[0].stats.hist == expected.hist).all()
     live.close()

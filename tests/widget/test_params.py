@@ -89,3 +89,17 @@ def test_params_off_by_default_and_unknown_argument_hint():
     ex.close()
     with pytest.raises(TypeError, match="did you mean 'params'"):
         Explorer(model, param=True)
+
+
+def test_a_selection_change_writes_hooks_once(training):
+    _, ex = training
+    writes = []
+    ex.observe(lambda change: writes.append(change["new"]), "hooks")
+    ex.select(["0", "1", "2"])  # params=True: "2" joins param_layers too
+    assert ex.param_layers == ["0", "2"]
+    assert len(writes) == 1 and {(h["name"], h["kind"]) for h in writes[0]} == {
+        ("0", "forward"), ("1", "forward"), ("2", "forward"),
+        ("0", "parameters"), ("2", "parameters"),
+    }  # fmt: skip
+    ex.gradients = True
+    assert len(writes) == 2 and {"name": "2", "kind": "gradient"} in writes[1]

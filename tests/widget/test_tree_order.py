@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torchvision
+from support.models import tiny_bert, tiny_gpt2
 from torch import nn
 
 from surgeon_widgets import get_layers, get_nodes
@@ -75,8 +76,7 @@ def test_resnet_block_children_in_execution_order(resnet):
 
 
 def test_gpt2_block_interleaves_adds_between_modules():
-    config = transformers.GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=100)
-    model = transformers.GPT2Model(config).eval()
+    model = tiny_gpt2()
     rows = ordered_rows(model, {"input_ids": IDS, "use_cache": False})
     assert children(rows, "h.0") == [
         f"h.0.{n}" for n in ("ln_1", "attn", "add", "ln_2", "mlp", "add_1")
@@ -89,9 +89,7 @@ def test_gpt2_block_interleaves_adds_between_modules():
 
 
 def test_bert_layer_and_attention_in_execution_order():
-    config = transformers.BertConfig(num_hidden_layers=2, hidden_size=32, num_attention_heads=2,
-                                     intermediate_size=64, vocab_size=100)  # fmt: skip
-    model = transformers.BertModel(config).eval()
+    model = tiny_bert()
     inputs = {"input_ids": IDS, "attention_mask": torch.ones(2, 8, dtype=torch.long)}
     rows = ordered_rows(model, inputs)
     layer = "encoder.layer.0"

@@ -6,10 +6,10 @@ records ``softmax(QKᵀ·scale + mask)`` beside the layer's own kernel, as
 :func:`~surgeon_widgets.engine.attention.capture.capture_attention` does. The full pattern stays in
 Python (:meth:`AttentionView.latest`, for ``attention_figure``); the browser gets, for the
 chosen batch item, the mean over heads and every head, each pooled on the model's device by
-:func:`~surgeon_widgets.engine.attention.capture.reduce_pattern` to at most ``max_size`` a side, as
-uint8 (``js/PROTOCOL.md``, "Attention"). Per layer and update the maps take at most
-``BUDGET`` bytes (heads are pooled further when there are many, see :func:`attention_message`),
-whatever the sequence length: a 4,096-token layer never costs an S×S transfer.
+:func:`~surgeon_widgets.engine.attention.reduce_pattern` to at most ``max_size`` a side, as
+uint8: the wire form is :func:`~..wire.attention_message`'s (``js/PROTOCOL.md``, "Attention").
+Each update's time goes to the throttle (``note_cost``), which spaces out expensive ones; a
+hook that raised reports through :func:`~.failures.failed`.
 
 The recorder is active only inside the selected module's own forward, which
 :func:`~.compiled.run_eagerly` wraps: under ``torch.compile`` (the whole model or a block
@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import math
 import threading
 import time
 import weakref
@@ -49,79 +48,19 @@ import torch
 from torch import nn
 
 from ...engine import guard
-from ...engine.attention import attention_layers, nested_fast_path_owners, reduce_pattern
+from ...engine.attention import attention_layers, nested_fast_path_owners
 from ...engine.attention.intercept import AttentionRecorder, PassThroughMode
 from ...engine.registry import HookRegistry
 from ..runtime.compiled import run_eagerly
-from ..views.attention_tokens import Tokens, tokens_for
+from ..views.attention_tokens import Tokens
+from ..wire import AttentionMap, Message, attention_update
+from .failures import Failure, failed, log_failure
 
-__all__ = ["BUDGET", "MIN_HEAD_SIZE", "AttentionView", "attention_message"]
+__all__ = ["AttentionView"]
 
 log = logging.getLogger("surgeon_widgets.explorer")
-BUDGET = 512 * 1024  # bytes of maps per layer and update (the mean alone may take 256 x 256)
-MIN_HEAD_SIZE = 32  # many heads are pooled further to share BUDGET, never below this a side
-Message = tuple[dict, list[bytes]]
 Send = Callable[[dict, list[bytes]], None]
 Due = Callable[[str], tuple[bool, int]]
-
-
-def attention_message(
-    layer: str,
-    pattern: torch.Tensor,
-    batch: int = 0,
-    step: int = 0,
-    tokens: Tokens | None = None,
-    max_size: int = 256,
-    budget: int = BUDGET,
-    training: bool | None = None,
-) -> Message:
-    """``{type: "attention", items}`` + buffers for one layer's ``[batch, heads, q, k]`` pattern.
-
-    One item for the mean over heads (at most ``max_size`` a side), then one per head, all of
-    batch item ``batch``. Heads share what the mean leaves of ``budget`` bytes, so they may be
-    pooled further (never below ``MIN_HEAD_SIZE`` a side). Unpooled maps also travel as float32
-    (``exact``) when everything still fits ``budget``. Token labels ride on the mean item only
-    (``tokens_q`` / ``tokens_k``, when their length fits the axis). ``training``: the model's
-    mode in that forward, on every item when known.
-    """
-    n_batch, n_heads, n_q, n_k = pattern.shape
-    if not 0 <= batch < n_batch:
-        raise ValueError(f"batch item {batch} out of range: the pattern has {n_batch}")
-    with torch.no_grad():
-        maps = pattern[batch]
-        mean = reduce_pattern(maps.float().mean(0, keepdim=True), max_size)
-        left = max(0, budget - mean.values.numel()) // max(1, n_heads)
-        head_size = max(MIN_HEAD_SIZE, min(max_size, math.isqrt(left)))
-        heads = reduce_pattern(maps, head_size)
-        values = [mean.values[0].cpu(), *heads.values.cpu()]
-        scales = torch.cat([mean.scale, heads.scale]).cpu().tolist()
-        exact = None
-        unpooled = all(tuple(v.shape) == (n_q, n_k) for v in values)
-        if unpooled and (n_heads + 1) * n_q * n_k * 5 <= budget:
-            exact = torch.cat([maps.float().mean(0, keepdim=True), maps.float()]).cpu()
-    buffers: list[bytes] = []
-    items = []
-    for i, head in enumerate(["mean", *range(n_heads)]):
-        item: dict[str, Any] = {
-            "layer": layer, "head": head, "batch": batch, "batches": n_batch,
-            "heads": n_heads, "step": step, "dtype": "uint8",
-            "shape": list(values[i].shape), "full_shape": [n_q, n_k],
-            "lo": 0.0, "hi": float(scales[i]) * 255.0 if values[i].any() else 0.0,
-            "buffer": len(buffers),
-        }  # fmt: skip
-        if training is not None:
-            item["training"] = training
-        buffers.append(values[i].numpy().tobytes())
-        if exact is not None:
-            item["exact"] = {"buffer": len(buffers), "dtype": "float32", "shape": [n_q, n_k]}
-            buffers.append(exact[i].numpy().astype("<f4").tobytes())
-        if head == "mean":
-            for axis, length in (("tokens_q", n_q), ("tokens_k", n_k)):
-                labels = tokens_for(tokens, batch, length)
-                if labels is not None:
-                    item[axis] = labels
-        items.append(item)
-    return {"type": "attention", "items": items}, buffers
 
 
 class AttentionView:
@@ -130,13 +69,13 @@ class AttentionView:
     Args:
         model: the Explorer's model.
         send: called with ``(content, buffers)`` of each ``attention`` message.
-        on_error: called with a message when recording fails (the user's forward goes on).
+        on_error: called with a message when a selected layer runs no attention.
         due: ``due(layer) -> (update_now, step)``, the Explorer's throttle (``max_rate``);
             default: every forward.
-        cost: ``cost(layer, seconds)`` after each update, so the throttle can space out
-            expensive ones (recording a 4,096-token pattern takes seconds on a CPU).
+        note_cost: the throttle's ``note_cost((layer, "attention"), seconds)`` after each
+            update, so it spaces out expensive ones (a 4,096-token pattern takes seconds on a CPU).
         max_size: side limit of the maps sent to the browser.
-        on_failure: called with ``(layer, "attention", error)`` instead of ``on_error``.
+        on_failure: called with ``(layer, "attention", error)`` when our hook raised.
         training: ``training() -> bool``, the model's mode in the current forward (the
             Explorer's step clock); each map then says train or eval.
     """
@@ -148,8 +87,8 @@ class AttentionView:
         on_error: Callable[[str], None] = log.warning,
         due: Due | None = None,
         max_size: int = 256,
-        cost: Callable[[str, float], None] | None = None,
-        on_failure: Callable[[str, str, BaseException], None] | None = None,
+        note_cost: Callable[[tuple[str, str], float], None] | None = None,
+        on_failure: Failure = log_failure,
         training: Callable[[], bool] | None = None,
     ) -> None:
         self.model = model
@@ -160,7 +99,7 @@ class AttentionView:
         counter = itertools.count()
         self.due = due or (lambda _layer: (True, next(counter)))
         self.max_size = max_size
-        self.cost = cost
+        self.note_cost = note_cost
         self.registry = HookRegistry("Explorer attention")
         self.tokens: Tokens | None = None
         self._layers: list[str] | None = None
@@ -209,6 +148,19 @@ class AttentionView:
         """The full-resolution ``[batch, heads, queries, keys]`` pattern of the last update."""
         return self._latest.get(layer)
 
+    def shown(self, layer: str, batch: int = 0) -> tuple[torch.Tensor, list[str] | None]:
+        """``layer``'s latest pattern and the token labels of batch item ``batch`` (else the
+        first's, or ``None``); ``KeyError`` unless ``layer`` is selected and ran since."""
+        pattern = self._latest.get(layer)
+        if pattern is None:
+            raise KeyError(
+                f"no attention pattern for {layer!r} yet: select one of "
+                f"{self.layers[:8]} and run the model"
+            )
+        tokens = self.tokens
+        row = tokens[batch] if tokens and batch < len(tokens) else tokens[0] if tokens else None
+        return pattern, row
+
     def set_tokens(self, tokens: Tokens | None) -> None:
         """Use these labels (one list per batch item) and resend what is shown."""
         self.tokens = tokens
@@ -226,27 +178,13 @@ class AttentionView:
 
     def message(self, layers: Iterable[str] | None = None) -> Message:
         """One ``attention`` message with the latest maps of ``layers`` (default: all kept)."""
-        items: list[dict] = []
-        buffers: list[bytes] = []
-        for layer in self._latest if layers is None else layers:
-            pattern = self._latest.get(layer)
-            if pattern is None:
-                continue
-            batch = min(self._batch.get(layer, 0), pattern.shape[0] - 1)
-            content, bufs = attention_message(
-                layer, pattern, batch, self._steps.get(layer, 0), self.tokens, self.max_size,
-                training=self._modes.get(layer),
-            )  # fmt: skip
-            for item in content["items"]:
-                item["buffer"] += len(buffers)
-                if "exact" in item:
-                    item["exact"] = {
-                        **item["exact"],
-                        "buffer": item["exact"]["buffer"] + len(buffers),
-                    }
-            items.extend(content["items"])
-            buffers.extend(bufs)
-        return {"type": "attention", "items": items}, buffers
+        names = [n for n in (self._latest if layers is None else layers) if n in self._latest]
+        maps = [
+            AttentionMap(n, self._latest[n], self._batch.get(n, 0), self._steps.get(n, 0),
+                         self._modes.get(n))
+            for n in names
+        ]  # fmt: skip
+        return attention_update(maps, self.tokens, self.max_size)
 
     def resend(self, layers: Iterable[str] | None = None) -> None:
         content, buffers = self.message(layers)
@@ -254,9 +192,13 @@ class AttentionView:
             self.send(content, buffers)
 
     def on_msg(self, content: dict) -> None:
-        """Messages from the heatmap view: ``{type: "attention_batch", layer, batch}``."""
+        """Messages from the heatmap view: ``{type: "attention_batch", layer, batch}``; a bad
+        one goes to ``on_error`` (shown in the notebook, not only the console)."""
         if content.get("type") == "attention_batch":
-            self.select_batch(str(content.get("layer")), int(content.get("batch", 0)))
+            try:
+                self.select_batch(str(content.get("layer")), int(content.get("batch", 0)))
+            except (TypeError, ValueError) as error:
+                self.on_error(f"attention batch selection: {error}")
 
     def close(self) -> None:
         """Remove every hook and drop the kept patterns."""
@@ -307,8 +249,9 @@ class AttentionView:
             return
         self._latest[name] = sink[0]
         self.resend([name])
-        if self.cost is not None:
-            self.cost(name, time.perf_counter() - self._started.pop(name, time.perf_counter()))
+        if self.note_cost is not None:
+            took = time.perf_counter() - self._started.pop(name, time.perf_counter())
+            self.note_cost((name, "attention"), took)
 
 
 def _key(name: str) -> tuple[str, int]:
@@ -387,12 +330,5 @@ def _guard(view: AttentionView, name: str, step: Callable[[str], Any]) -> Any:
     try:
         return step(name)
     except Exception as error:  # never break the user's forward
-        try:
-            if view.on_failure is not None:
-                view.on_failure(name, "attention", error)
-                return
-            log.warning("Explorer attention hook failed", exc_info=error)
-            view.on_error(f"{name} (attention): {type(error).__name__}: {error}")
-        except Exception:
-            log.exception("Explorer on_error failed")
+        failed(view.on_failure, name, "attention", error)
     return None

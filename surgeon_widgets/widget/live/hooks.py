@@ -1,4 +1,4 @@
-"""Hook lifecycle of the Explorer's selection: attach, throttle, reduce, report, detach.
+"""Activation and gradient hooks of the selected modules: attach, reduce, report, detach.
 
 Forward hooks go on the selected modules only (through one :class:`HookRegistry`). With
 gradients on, each due forward also puts a tensor hook on the output's leaves, which fires
@@ -6,13 +6,9 @@ with the gradient of that output during ``backward()``. (Full module backward ho
 break models that modify a module's output in place, e.g. ResNet's ``ReLU(inplace=True)``
 after ``bn1``: "Output 0 of BackwardHookFunction is a view and is being modified inplace".)
 
-A hook that is not due returns before any reduction: at most ``max_rate`` updates a second
-per layer, and no more often than keeps reductions within ``budget`` (2%) of wall time, so big
-tensors on a slow device update less often instead of slowing training down. Each layer still
-updates at least once a second (``MAX_WAIT``), unless one update of every selected layer takes
-longer than ``budget`` of that second: then each waits at most that total over ``budget``
-(12 layers of 2M values on a CPU: about 2.5 s). ``max_rate=0`` updates on every call.
-Errors inside our hooks go to ``on_error`` and the log; the user's forward and backward go on.
+A hook that is not due (:class:`~.throttle.Throttle`: ``max_rate`` and the 2% time budget)
+returns before any reduction. A hook that raised reports through :func:`~.failures.failed`;
+the user's forward and backward go on.
 
 Every hook first checks :func:`~surgeon_widgets.engine.guard.inert`: under fx / export /
 functorch / fake tensors and inside the package's own forwards it returns at once, so traces
@@ -25,7 +21,7 @@ is the :class:`~.steps.StepClock`'s (one forward of the watched model), with its
 >>> from torch import nn
 >>> model = nn.Sequential(nn.Linear(2, 2))
 >>> got = []
->>> live = LiveHooks(model, got.extend, print, max_rate=0)
+>>> live = LiveHooks(model, got.extend, max_rate=0)
 >>> live.sync(["0"], gradients=False)
 >>> _ = model(torch.ones(1, 2))
 >>> live.close()
@@ -35,7 +31,6 @@ is the :class:`~.steps.StepClock`'s (one forward of the watched model), with its
 
 from __future__ import annotations
 
-import logging
 import time
 import weakref
 from collections.abc import Callable, Iterable
@@ -50,13 +45,12 @@ from ...engine.stats import tensor_stats
 from ...engine.tensors import iter_tensors
 from ..history import Record
 from ..runtime.compiled import compile_safe
+from .failures import Failure, failed, log_failure
 from .steps import StepClock
+from .throttle import Throttle
 
 __all__ = ["LiveHooks", "leaf_label", "meta_values"]
 
-MAX_WAIT = 1.0  # seconds: the longest the time budget holds an update back, while affordable
-
-log = logging.getLogger("surgeon_widgets.explorer")
 MAX_PENDING_GRAD_HOOKS = 16  # per layer: forwards without a backward (eval loops) keep none
 
 
@@ -75,45 +69,35 @@ class LiveHooks:
     Args:
         model: the model whose submodules are hooked (names as in ``get_layers``).
         sink: called with the records of one layer's update (from inside the hook).
-        on_error: called with a message when our hook fails (unless ``on_failure`` is given).
+        on_failure: called with ``(layer, kind, error)`` when our hook raised.
         max_rate: most updates a second per layer and kind; ``0`` means every call.
-        budget: with ``max_rate > 0``, the largest share of wall time spent on reductions.
         clock: the shared :class:`StepClock` (default: one on ``model``, owned by these hooks).
+        throttle: the shared :class:`Throttle` (default: one at ``max_rate``).
         on_meta: called with the layer name when a hooked layer ran on meta tensors.
-        on_failure: called with ``(layer, kind, error)`` instead of ``on_error``.
-
-    ``now`` is the throttle's clock (``time.monotonic``); ``bench_live`` gives each of its arms
-    one that counts only that arm's steps.
     """
 
     def __init__(
         self,
         model: nn.Module,
         sink: Callable[[list[Record]], None],
-        on_error: Callable[[str], None],
+        on_failure: Failure = log_failure,
         max_rate: float = 10.0,
-        budget: float = 0.02,
         clock: StepClock | None = None,
+        throttle: Throttle | None = None,
         on_meta: Callable[[str], None] | None = None,
-        on_failure: Callable[[str, str, BaseException], None] | None = None,
     ) -> None:
-        self.on_failure = on_failure
         self.model = model
         self.sink = sink
-        self.on_error = on_error
+        self.on_failure = on_failure
         self.on_meta = on_meta
         self._own_clock = clock is None
         self.clock = clock if clock is not None else StepClock(model)
-        self.max_rate = max_rate
+        self.throttle = throttle if throttle is not None else Throttle(max_rate)
         self.gradients = False
         self.registry = HookRegistry("Explorer")
         self._grad_hooks = HookRegistry("Explorer gradients")
         self._pending: dict[str, int] = {}  # gradient hooks per layer in _grad_hooks
         self._attached: set[str] = set()
-        self._last: dict[tuple[str, str], float] = {}
-        self._cost: dict[tuple[str, str], float] = {}  # seconds the last update took
-        self.budget = budget
-        self.now: Callable[[], float] = time.monotonic
 
     @property
     def attached(self) -> list[str]:
@@ -130,11 +114,8 @@ class LiveHooks:
             self.registry.remove(name)
             self._grad_hooks.remove(name)
             self._pending.pop(name, None)
-        # the costs of keys no longer updated would hold the others back (see _spacing)
-        self._cost = {
-            k: c for k, c in self._cost.items()
-            if _layer_of(k[0], wanted) and (gradients or k[1] != "gradient")
-        }  # fmt: skip
+        self.throttle.keep(lambda k: _layer_of(k[0], wanted) and (gradients or k[1] != "gradient"))
+        self.throttle.keys = len(wanted) * (2 if gradients else 1)
         me = weakref.ref(self)  # hooks must not keep the widget alive
         for name in sorted(wanted - self._attached):
             module = self.model.get_submodule(name)
@@ -154,31 +135,8 @@ class LiveHooks:
         self.close()
 
     def due(self, key: tuple[str, str]) -> tuple[bool, int]:
-        """Is an update of ``key`` = ``(name, kind)`` due? Also the step (the clock's).
-
-        With ``max_rate > 0`` an update is due at most ``max_rate`` times a second, and no more
-        often than keeps the time spent reducing under ``budget`` of the wall time (shared by
-        every hooked key), so slow reductions of big tensors update less often, but still at
-        least once every ``MAX_WAIT`` seconds (a live view must stay live) while one update of
-        every key fits ``budget`` of that; past it, at least once every total cost / ``budget``.
-        """
-        step = max(self.clock.step, 0)
-        if self.max_rate > 0:
-            now = self.now()
-            elapsed = now - self._last.get(key, -1e9)
-            if elapsed < 1.0 / self.max_rate or elapsed < self._spacing(key):
-                return False, step
-            self._last[key] = now
-        return True, step
-
-    def _spacing(self, key: tuple[str, str]) -> float:
-        """Seconds between two updates of ``key`` that keep reductions within the budget."""
-        keys = len(self._attached) * (2 if self.gradients else 1)
-        spaced = self._cost.get(key, 0.0) * keys / self.budget
-        # MAX_WAIT keeps every view live, but not at any price: a round of every key's update
-        # may take at most ``budget`` of the longest wait
-        longest = max(MAX_WAIT, sum(self._cost.values()) / self.budget)
-        return min(spaced, longest)
+        """Is an update of ``key`` = ``(name, kind)`` due (the throttle's)? Also the step."""
+        return self.throttle.due(key), max(self.clock.step, 0)
 
     def report(
         self,
@@ -202,22 +160,8 @@ class LiveHooks:
             if records:
                 self.sink(records)
         except Exception as error:  # never break the user's forward
-            self.fail(name, kind, error)
-        self._cost[key] = time.perf_counter() - start
-
-    def note_cost(self, key: tuple[str, str], seconds: float) -> None:
-        """Record how long an update of ``key`` took (spaces out its next ones, see ``due``)."""
-        self._cost[key] = seconds
-
-    def fail(self, name: str, kind: str, error: BaseException) -> None:
-        try:
-            if self.on_failure is not None:
-                self.on_failure(name, kind, error)
-            else:
-                log.warning("Explorer hook failed on %s (%s)", name, kind, exc_info=error)
-                self.on_error(f"{name} ({kind}): {type(error).__name__}: {error}")
-        except Exception:
-            log.exception("Explorer on_error failed")
+            failed(self.on_failure, name, kind, error)
+        self.throttle.note_cost(key, time.perf_counter() - start)
 
     def meta(self, name: str) -> None:
         if self.on_meta is not None:
@@ -268,7 +212,7 @@ def _forward_hook(me: weakref.ref[LiveHooks], name: str, module: nn.Module):
             if live.gradients:
                 live.watch_gradients(name, output)
         except Exception as error:
-            live.fail(name, "activation", error)
+            failed(live.on_failure, name, "activation", error)
 
     return compile_safe(observe)
 
@@ -284,6 +228,6 @@ def _grad_hook(me: weakref.ref[LiveHooks], name: str, leaf: str, step: int, trai
             if due:
                 live.report(key, name, step, leaf, grad, training)
         except Exception as error:
-            live.fail(name, "gradient", error)
+            failed(live.on_failure, name, "gradient", error)
 
     return hook

@@ -13,7 +13,7 @@ transport like the activations'.
 >>> model = nn.Sequential(nn.Linear(2, 2))
 >>> got = []
 >>> steps = iter(range(100))
->>> watch = ParamWatch(model, got.extend, print, lambda key: (True, next(steps)))
+>>> watch = ParamWatch(model, got.extend, lambda key: (True, next(steps)))
 >>> watch.sync(["0"])
 >>> model(torch.ones(1, 2)).sum().backward()
 >>> watch.close()
@@ -24,7 +24,6 @@ transport like the activations'.
 
 from __future__ import annotations
 
-import logging
 import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -36,10 +35,9 @@ from ...engine.guard import inert
 from ...engine.registry import HookRegistry
 from ...engine.stats import tensor_stats
 from ..history import Record
+from .failures import Failure, failed, log_failure
 
 __all__ = ["ParamWatch"]
-
-log = logging.getLogger("surgeon_widgets.explorer")
 
 
 class ParamWatch:
@@ -48,20 +46,20 @@ class ParamWatch:
     Args:
         model: the model (names as in ``get_layers``).
         sink: called with one update's records.
-        on_error: called with a message when our hook fails (the user's code goes on).
         due: ``due((name, kind)) -> (is_due, step)``, the Explorer's throttle and step counter.
+        on_failure: called with ``(layer, "parameters", error)`` when our hook raised.
     """
 
     def __init__(
         self,
         model: nn.Module,
         sink: Callable[[list[Record]], None],
-        on_error: Callable[[str], None],
         due: Callable[[tuple[str, str]], tuple[bool, int]],
+        on_failure: Failure = log_failure,
     ) -> None:
         self.model = model
         self.sink = sink
-        self.on_error = on_error
+        self.on_failure = on_failure
         self.due = due
         self.registry = HookRegistry("Explorer parameters")
         self._attached: set[str] = set()
@@ -137,14 +135,6 @@ class ParamWatch:
             step = self._steps[name]
             self.sink([Record(f"{name}/{leaf}", name, leaf, "weight grad", step, stats)])
 
-    def fail(self, name: str, error: BaseException) -> None:
-        message = f"{name} (parameters): {type(error).__name__}: {error}"
-        log.warning("Explorer hook failed: %s", message, exc_info=error)
-        try:
-            self.on_error(message)
-        except Exception:
-            log.exception("Explorer on_error failed")
-
 
 def _has_hooks(watch: ParamWatch, name: str) -> bool:
     return any(n == name for _, n in watch.registry.list())
@@ -158,7 +148,7 @@ def _weights_hook(me: weakref.ref[ParamWatch], name: str, params: list[tuple[str
         try:
             watch.record_weights(name, params)
         except Exception as error:  # never break the user's forward
-            watch.fail(name, error)
+            failed(watch.on_failure, name, "parameters", error)
 
     return hook
 
@@ -171,6 +161,6 @@ def _grad_hook(me: weakref.ref[ParamWatch], name: str, pname: str):
         try:
             watch.record_grad(name, pname, param)
         except Exception as error:  # never break the user's backward
-            watch.fail(name, error)
+            failed(watch.on_failure, name, "parameters", error)
 
     return hook

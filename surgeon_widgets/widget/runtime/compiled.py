@@ -20,10 +20,13 @@ Installing it recompiles (dynamo guards on the module's attributes, whatever
 the break. This is the one place the package sets a module's ``forward`` (STYLE.md's "never
 monkeypatch forward" gives way: no hook can take a module's call out of a compiled graph).
 
+Private torch APIs, each looked up once with a fallback: dynamo's wrapper class
+``torch._dynamo.eval_frame.OptimizedModule`` (without it, a wrapper is told by its
+``_orig_mod``), ``Module.compile``'s ``_compiled_call_impl`` (without it, no part counts as
+compiled in place) and dynamo's per-code frame strategy (without it, a hook's frame compiles).
+
 >>> import torch
 >>> from torch import nn
-
-from ...engine.wrappers import unwrap
 >>> model = nn.Linear(2, 2)
 >>> is_compiled(torch.compile(model)), is_compiled(model)
 (True, False)
@@ -53,19 +56,34 @@ from torch import nn
 from ...engine.wrappers import unwrap
 
 __all__ = [
-    "EagerForward", "compile_safe", "compiled_parts", "fullgraph_parts", "is_compiled",
-    "is_fullgraph", "run_eagerly",
+    "WRAPPER", "EagerForward", "compile_safe", "compiled_parts", "fullgraph_parts",
+    "is_compiled", "is_fullgraph", "run_eagerly",
 ]  # fmt: skip
 
 
-def is_compiled(model: nn.Module) -> bool:
-    """Is ``model`` the wrapper ``torch.compile`` returns for a module?"""
-    return isinstance(model, torch._dynamo.eval_frame.OptimizedModule)
+def _wrapper_class() -> type | None:
+    try:
+        from torch._dynamo.eval_frame import OptimizedModule
+    except ImportError:
+        return None
+    return OptimizedModule
+
+
+WRAPPER: type | None = _wrapper_class()  # torch.compile's module wrapper (None: not found)
+
+
+def is_compiled(model: nn.Module, wrapper: type | None = WRAPPER) -> bool:
+    """Is ``model`` the wrapper ``torch.compile`` returns for a module? (``wrapper=None``:
+    the fallback, a module holding the compiled one as ``_orig_mod``.)"""
+    if wrapper is not None:
+        return isinstance(model, wrapper)
+    return isinstance(getattr(model, "_orig_mod", None), nn.Module)
 
 
 def is_fullgraph(model: nn.Module) -> bool:
     """Is ``model`` a ``torch.compile(..., fullgraph=True)`` wrapper (no graph break allowed)?"""
-    return is_compiled(model) and bool(getattr(model.dynamo_ctx, "fullgraph", False))
+    context = getattr(model, "dynamo_ctx", None)
+    return is_compiled(model) and bool(getattr(context, "fullgraph", False))
 
 
 def fullgraph_parts(model: nn.Module) -> list[str]:

@@ -14,7 +14,8 @@ functions dynamo made from them at graph breaks) and, for a model whose root is 
 container, dynamo's shared ``wrap_inline`` frame. Other models' compiled code survives (a model
 sharing a module class with this one recompiles once). Not reset: a function compiled around
 the model (``torch.compile(train_step)``) before the Explorer existed; ``torch.compiler.reset()``
-once, by hand, covers that case.
+once, by hand, covers that case. A torch whose dynamo config has no such option (``CONFIG``
+is ``None``) gets leases that change nothing.
 
 >>> import torch
 >>> from torch import nn
@@ -39,9 +40,20 @@ from torch import nn
 
 from ...engine.wrappers import unwrap
 
-__all__ = ["Lease", "forget_compiled", "hold", "holders"]
+__all__ = ["CONFIG", "OPTION", "Lease", "forget_compiled", "hold", "holders"]
 
 log = logging.getLogger("surgeon_widgets.explorer")
+OPTION = "skip_nnmodule_hook_guards"
+
+
+def _config() -> object | None:
+    """dynamo's config, if it has the option; ``None`` (a torch without it): nothing to switch,
+    and :func:`hold` leaves compiled code alone."""
+    config = getattr(getattr(torch, "_dynamo", None), "config", None)
+    return config if hasattr(config, OPTION) else None
+
+
+CONFIG = _config()
 _LOCK = threading.Lock()
 _fresh: weakref.WeakSet[nn.Module] = weakref.WeakSet()  # code reset since the guards are on
 
@@ -54,8 +66,9 @@ class _Held:
 class Lease:
     """Keeps dynamo's hook guards on until :meth:`release` (idempotent)."""
 
-    def __init__(self) -> None:
-        self._held = True
+    def __init__(self, config: object | None = CONFIG) -> None:
+        self._config = config
+        self._held = config is not None
 
     def release(self) -> None:
         with _LOCK:
@@ -64,9 +77,8 @@ class Lease:
             self._held = False
             _Held.count -= 1
             if _Held.count == 0:
-                config = torch._dynamo.config
-                if config.skip_nnmodule_hook_guards is False:  # else the user changed it since
-                    config.skip_nnmodule_hook_guards = _Held.saved
+                if getattr(self._config, OPTION) is False:  # else the user changed it since
+                    setattr(self._config, OPTION, _Held.saved)
                 _fresh.clear()
 
 
@@ -75,23 +87,25 @@ def holders() -> int:
     return _Held.count
 
 
-def hold(model: nn.Module) -> Lease:
+def hold(model: nn.Module, config: object | None = CONFIG) -> Lease:
     """Turn dynamo's hook guards on (until the lease is released) and drop ``model``'s old code.
 
     ``model``: as the user calls it (a ``torch.compile`` wrapper or the module itself).
+    ``config``: dynamo's config (``None``: the fallback, a lease that changes nothing).
     """
+    if config is None:
+        return Lease(None)
     root = unwrap(model)
     with _LOCK:
-        config = torch._dynamo.config
         if _Held.count == 0:
-            _Held.saved = config.skip_nnmodule_hook_guards
+            _Held.saved = getattr(config, OPTION)
         _Held.count += 1
-        config.skip_nnmodule_hook_guards = False
+        setattr(config, OPTION, False)
         stale = root not in _fresh
         _fresh.add(root)
     if stale:
         forget_compiled(root)
-    return Lease()
+    return Lease(config)
 
 
 def forget_compiled(model: nn.Module) -> int:

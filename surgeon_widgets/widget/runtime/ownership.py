@@ -19,7 +19,11 @@ from typing import Any
 
 from torch import nn
 
-__all__ = ["claim", "owner_of", "release"]
+__all__ = ["REPLACED", "claim", "owner_of", "release", "release_when_collected"]
+
+REPLACED = (
+    "Replaced by a newer Explorer on this model: this one removed its hooks and stays frozen."
+)
 
 _OWNERS: weakref.WeakKeyDictionary[nn.Module, weakref.ref[Any]] = weakref.WeakKeyDictionary()
 _LOCK = threading.Lock()
@@ -39,6 +43,19 @@ def owner_of(model: nn.Module) -> Any | None:
     with _LOCK:
         ref = _OWNERS.get(model)
     return ref() if ref is not None else None
+
+
+def release_when_collected(owner: Any, model: nn.Module, lease: Any) -> None:
+    """When ``owner`` is collected, release ``lease`` and its claim on ``model`` (only if no
+    newer owner claimed it since). Holds neither: its hooks went with their registries."""
+    weakref.finalize(owner, _collected, weakref.ref(model), lease).atexit = False
+
+
+def _collected(model: weakref.ref[nn.Module], lease: Any) -> None:
+    lease.release()
+    watched = model()
+    if watched is not None:
+        release(watched, None)
 
 
 def release(model: nn.Module, owner: Any) -> None:

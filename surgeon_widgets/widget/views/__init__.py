@@ -1,2 +1,2 @@
-"""The Python side of the front end's views (``js/src``'s folders): tree rows, the cut panel,
-figures, attention tokens, the error list."""
+"""The Python side of the front end's views (``js/src``'s folders): the tree panel and its rows,
+the cut panel, figures, attention tokens, the error list."""

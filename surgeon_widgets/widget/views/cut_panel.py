@@ -1,20 +1,32 @@
 """The Explorer's cut panel: mark a cut's input and output nodes, see its report and code.
 
-A traitlets mixin over the engine (:func:`~..engine.cut.analyze_cut`, :mod:`~..engine.codegen`,
-:class:`~..engine.extract.Extract`); it traces the model once (again only if its modules change)
-and never raises into the widget: every failure becomes a line of ``cut_report["problems"]``.
+A component the Explorer owns, over the engine (:func:`~..engine.cut.analyze_cut`,
+:mod:`~..engine.codegen`, :class:`~..engine.extract.Extract`). Its inputs are passed in: the
+model and example inputs, ``marks()`` (the current ``node_in``, ``node_out`` and selection),
+``show(cut_report, code)`` (the Explorer's traits) and ``send`` (the ``insert_result``
+answer). It traces the model once (again only if its modules change) and never raises into the
+widget: every failure becomes a line of ``cut_report["problems"]``.
 
-Synced traits (``js/PROTOCOL.md`` "Cut"): ``node_in`` / ``node_out`` (wire form: dict
-``{node: new_name}``; a str or list of names is accepted and normalised), ``cut_report``
-(``CutReport.to_dict()``, ``{}`` while nothing is marked), ``code`` (the Extract/Inspect source).
+Synced traits on the Explorer (``js/PROTOCOL.md`` "Cut"): ``node_in`` / ``node_out`` (wire form:
+dict ``{node: new_name}``; a str or list of names is accepted and normalised by
+:class:`NameMap`), ``cut_report`` (``CutReport.to_dict()``, ``{}`` while nothing is marked),
+``code`` (the Extract/Inspect source).
+
+>>> from torch import nn
+>>> shown = {}
+>>> marks = lambda: Marks({"0": "0"}, {"1": "1"}, [])
+>>> panel = CutPanel(nn.Sequential(nn.Linear(2, 2), nn.ReLU()), None, marks,
+...                  lambda report, code: shown.update(report=report, code=code), print)
+>>> _ = panel.refresh()
+>>> shown["report"]["valid"], shown["code"].splitlines()[-1]
+(True, "cut_model = Extract(model, node_in='0', node_out='1')")
 """
 
 from __future__ import annotations
 
 import logging
-import sys
-from collections.abc import Mapping
-from typing import Any, ClassVar
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, NamedTuple
 
 import traitlets as t
 from torch import nn
@@ -24,8 +36,10 @@ from ...engine.cut.codegen import extract_code, find_variable_name, inspect_code
 from ...engine.cut.extract import Extract
 from ...engine.naming import split_call_suffix
 from ...engine.tracing import Trace, trace
+from ..runtime.notebook import in_marimo
+from ..wire import insert_result
 
-__all__ = ["CutPanel", "normalize_names"]
+__all__ = ["CutPanel", "Marks", "NameMap", "normalize_names"]
 
 log = logging.getLogger("surgeon_widgets.cut")
 NO_INSERT = "insertion is not available here (VS Code / Voila): use Copy"
@@ -78,18 +92,58 @@ class NameMap(t.TraitType):
         return normalize_names(value, self.name or "names")
 
 
-class CutPanel(t.HasTraits):
-    """Mixin for the Explorer: ``node_in``/``node_out`` -> ``cut_report`` and ``code``."""
+class Marks(NamedTuple):
+    """What the panel shows a cut of: the marked nodes and the selected layers."""
 
-    node_in = NameMap().tag(sync=True)
-    node_out = NameMap().tag(sync=True)
-    cut_report = t.Dict().tag(sync=True)
-    code = t.Unicode("").tag(sync=True)
+    node_in: dict[str, str]
+    node_out: dict[str, str]
+    selected: list[str]
 
-    _model: nn.Module
-    _example_inputs: Any
 
-    # -- Python API -------------------------------------------------------------------------
+class CutPanel:
+    """``marks()`` -> the cut's report and code, shown through ``show(report, code)``.
+
+    Args:
+        model: the model cut (its own modules: not a ``torch.compile`` wrapper).
+        example_inputs: as the Explorer's; traces models torch.fx cannot, and the code uses them.
+        marks: the current :class:`Marks`.
+        show: called with the ``cut_report`` dict and the ``code`` after each refresh.
+        send: sends ``(content, buffers)`` to the view (the answer to ``insert_cell``).
+        namespace: the user's namespace, to name the model in the code (default: none).
+        shell: the IPython shell (``to_cell``), or ``None`` outside IPython.
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        example_inputs: Any,
+        marks: Callable[[], Marks],
+        show: Callable[[dict, str], None],
+        send: Callable[[dict, list[bytes]], None],
+        namespace: Callable[[], Mapping[str, Any]] = dict,
+        shell: Callable[[], Any] = lambda: None,
+    ) -> None:
+        self.model = model
+        self.example_inputs = example_inputs
+        self.marks = marks
+        self.show = show
+        self.send = send
+        self.namespace = namespace
+        self.shell = shell
+        self._trace_error = ""
+        self._fingerprint: tuple = ()
+
+    def refresh(self) -> tuple[CutReport, str]:
+        """Analyse the current marks and show the report and code; return them."""
+        marks = self.marks()
+        try:
+            report = self._analyze(marks)
+        except Exception as error:  # never a traceback in the widget
+            log.exception("cut analysis failed")
+            report = CutReport(problems=(f"cut analysis failed: {type(error).__name__}: {error}",))
+        code = self._code(marks, report)
+        self.show(report.to_dict() if (marks.node_in or marks.node_out) else {}, code)
+        return report, code
 
     def submodel(self) -> Extract:
         """``Extract(model, node_in, node_out, example_inputs=...)`` for the current cut.
@@ -97,112 +151,80 @@ class CutPanel(t.HasTraits):
         Raises:
             ValueError: the cut has problems (they are listed); the engine's own errors otherwise.
         """
-        self._cut_refresh()  # the model may have changed since the last edit of the cut
-        problems = self.cut_report.get("problems") or []
-        if problems:
-            raise ValueError("the current cut is not valid:\n  " + "\n  ".join(problems))
+        report, _ = self.refresh()  # the model may have changed since the last edit of the cut
+        marks = self.marks()
+        if (marks.node_in or marks.node_out) and report.problems:
+            problems = "\n  ".join(report.problems)
+            raise ValueError("the current cut is not valid:\n  " + problems)
         return Extract(
-            self._model,
-            node_in=_spec(self.node_in),
-            node_out=_spec(self.node_out),
-            example_inputs=self._example_inputs,
+            self.model,
+            node_in=_spec(marks.node_in),
+            node_out=_spec(marks.node_out),
+            example_inputs=self.example_inputs,
         )
 
-    def apply_fix(self) -> None:
-        """Add the report's suggested extra inputs to ``node_in`` (no-op without a fix)."""
-        fix = self.cut_report.get("fix") or []
-        if fix:
-            self.node_in = {**self.node_in, **{name: name for name in fix}}
+    def with_fix(self, report: Mapping[str, Any]) -> dict[str, str] | None:
+        """``node_in`` with the report's suggested extra inputs; ``None`` without a fix."""
+        fix = report.get("fix") or []
+        return {**self.marks().node_in, **{name: name for name in fix}} if fix else None
 
     def to_cell(self) -> None:
-        """Put ``code`` in a new cell below the running one (IPython's ``set_next_input``).
-
-        Raises:
-            RuntimeError: not running in IPython.
-        """
-        shell = _shell()
+        """Put the code in a new cell below the running one (IPython's ``set_next_input``)."""
+        shell = self.shell()
         if shell is None:
             raise RuntimeError("to_cell() needs IPython; print(explorer.code) instead")
-        self._cut_refresh()
-        shell.set_next_input(self.code, replace=False)
+        _, code = self.refresh()
+        shell.set_next_input(code, replace=False)
 
-    # -- internals ----------------------------------------------------------------------------
-
-    def _cut_init(self) -> None:
-        self._cut_trace_error = ""
-        self._cut_fingerprint: tuple = ()
-        self._cut_refresh()
-
-    @t.observe("node_in", "node_out", "selected")
-    def _cut_changed(self, change: Any) -> None:
-        if hasattr(self, "_cut_trace_error"):
-            self._cut_refresh()
-
-    def _cut_on_msg(self, content: dict) -> bool:
-        """Handle the cut panel's messages; ``False`` if ``content`` is not one."""
-        kind = content.get("type")
-        if kind == "cut_apply_fix":
-            self.apply_fix()
-        elif kind == "insert_cell":
-            ok, message = _insert_with_ipylab(str(content.get("code", self.code)))
-            self.send({"type": "insert_result", "ok": ok, "message": message})
-        else:
-            return False
-        return True
+    def insert_cell(self, code: str) -> None:
+        """Ask the notebook for a cell below the active one holding ``code``; answer the view."""
+        ok, message = _insert_with_ipylab(code)
+        self.send(*insert_result(ok, message))
 
     def _traced(self) -> Trace:
         """The engine's shared trace of the model (traced again when the model changes); a
         failure is remembered until the model's modules change, so clicks do not re-trace."""
-        fingerprint = tuple((n, id(m)) for n, m in self._model.named_modules())
-        if self._cut_trace_error and fingerprint == self._cut_fingerprint:
-            raise _TraceFailed(self._cut_trace_error)
+        fingerprint = tuple((n, id(m)) for n, m in self.model.named_modules())
+        if self._trace_error and fingerprint == self._fingerprint:
+            raise _TraceFailed(self._trace_error)
         try:
-            traced = trace(self._model, example_inputs=self._example_inputs)
+            traced = trace(self.model, example_inputs=self.example_inputs)
         except Exception as error:  # untraceable: the panel shows why
-            self._cut_fingerprint = fingerprint
-            self._cut_trace_error = str(error) or type(error).__name__
-            raise _TraceFailed(self._cut_trace_error) from None
-        self._cut_trace_error = ""
+            self._fingerprint = fingerprint
+            self._trace_error = str(error) or type(error).__name__
+            raise _TraceFailed(self._trace_error) from None
+        self._trace_error = ""
         return traced
 
-    def _cut_refresh(self) -> None:
-        try:
-            report = self._cut_analyze()
-        except Exception as error:  # never a traceback in the widget
-            log.exception("cut analysis failed")
-            report = CutReport(problems=(f"cut analysis failed: {type(error).__name__}: {error}",))
-        self.cut_report = report.to_dict() if (self.node_in or self.node_out) else {}
-        self.code = self._cut_code(report)
-
-    def _cut_analyze(self) -> CutReport:
-        if not (self.node_in or self.node_out):
+    def _analyze(self, marks: Marks) -> CutReport:
+        if not (marks.node_in or marks.node_out):
             return CutReport()
         try:
             traced = self._traced()
         except _TraceFailed as error:
             return CutReport(
-                node_in=tuple(self.node_in), node_out=tuple(self.node_out),
+                node_in=tuple(marks.node_in), node_out=tuple(marks.node_out),
                 problems=(f"the model cannot be traced, so no cut: {error}",),
             )  # fmt: skip
-        return analyze_cut(traced, _spec(self.node_in), _spec(self.node_out))
+        return analyze_cut(traced, _spec(marks.node_in), _spec(marks.node_out))
 
-    def _cut_code(self, report: CutReport) -> str:
-        namespace = _namespace()
-        model_name = find_variable_name(self._model, namespace)
+    def _code(self, marks: Marks, report: CutReport) -> str:
+        namespace = self.namespace()
+        model_name = find_variable_name(self.model, namespace)
         parts: list[str] = []
         imports: list[str] = []
         try:
-            if self.node_in or self.node_out:
+            if marks.node_in or marks.node_out:
                 inputs_name = None
-                if self._example_inputs is not None:
-                    found = find_variable_name(self._example_inputs, namespace)
-                    known = namespace.get(found) is self._example_inputs
+                if self.example_inputs is not None:
+                    found = find_variable_name(self.example_inputs, namespace)
+                    known = namespace.get(found) is self.example_inputs
                     inputs_name = found if known else "example_inputs"
-                snippet = extract_code(_spec(self.node_in), _spec(self.node_out), model_name,
+                snippet = extract_code(_spec(marks.node_in), _spec(marks.node_out), model_name,
                                        inputs_name)  # fmt: skip
                 imports.append("Extract")
                 parts.append(snippet.split("\n\n", 1)[1])
-            selected = _layers_only(self._model, getattr(self, "selected", []) or [])
+            selected = _layers_only(self.model, marks.selected)
             if selected:
                 imports.append("Inspect")
                 parts.append(inspect_code(selected, model_name).split("\n\n", 1)[1])
@@ -226,25 +248,7 @@ class _TraceFailed(Exception):
     pass
 
 
-def _shell() -> Any:
-    ipython = sys.modules.get("IPython")
-    return ipython.get_ipython() if ipython is not None else None
-
-
-def _namespace() -> Mapping[str, Any]:
-    shell = _shell()
-    return shell.user_ns if shell is not None else {}
-
-
 NO_INSERT_MARIMO = "marimo cannot add cells from a widget: press Copy, then paste into a new cell"
-
-
-def _in_marimo() -> bool:
-    marimo = sys.modules.get("marimo")  # only loaded when marimo runs this notebook
-    try:
-        return bool(marimo is not None and marimo.running_in_notebook())
-    except Exception:
-        return False
 
 
 def _insert_with_ipylab(code: str) -> tuple[bool, str]:
@@ -253,7 +257,7 @@ def _insert_with_ipylab(code: str) -> tuple[bool, str]:
     ipylab (optional) needs its JupyterLab extension, present in JupyterLab 4 and Notebook 7.
     A marimo notebook has no way for a widget to add cells: the answer says to copy.
     """
-    if _in_marimo():
+    if in_marimo():
         return False, NO_INSERT_MARIMO
     try:
         from ipylab import JupyterFrontEnd  # type: ignore[import-not-found]

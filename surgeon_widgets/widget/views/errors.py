@@ -30,6 +30,7 @@ _WHAT = {
     "activation": "the activation statistics",
     "gradient": "the gradient statistics",
     "attention": "the attention capture",
+    "parameters": "the parameter statistics",
 }
 
 
@@ -85,7 +86,7 @@ class ErrorList:
         self.on_change(snapshot)
 
     def hook_failed(self, layer: str, kind: str, error: BaseException) -> None:
-        """A hook of ``layer`` (``kind``: activation / gradient / attention) raised ``error``."""
+        """``layer``'s ``kind`` hook (activation, gradient, attention, parameters) raised."""
         detail = f"{type(error).__name__}: {error}"
         first = detail.splitlines()[0] if detail.strip() else type(error).__name__
         if len(first) > 120:

@@ -14,6 +14,7 @@ in global state unless the caller does so.
 
 from __future__ import annotations
 
+import base64
 import io
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -23,7 +24,7 @@ from matplotlib.figure import Figure
 
 from ..history import Series
 
-__all__ = ["NotebookFigure", "history_figure", "regrid", "static_png"]
+__all__ = ["NotebookFigure", "history_figure", "regrid", "static_png", "with_png"]
 
 
 class NotebookFigure(Figure):
@@ -118,6 +119,15 @@ def history_figure(series: Mapping[str, Series], title: str = "") -> Figure:
     if title:
         fig.suptitle(title)
     return fig
+
+
+def with_png(bundle: dict | tuple | None, png: bytes) -> dict | tuple:
+    """A display's mime bundle (``data`` or ``(data, metadata)``) with ``png`` added as the
+    static image a notebook shows without the widget (a saved file, GitHub, nbconvert)."""
+    data = base64.b64encode(png).decode("ascii")
+    if isinstance(bundle, tuple):
+        return {**bundle[0], "image/png": data}, bundle[1]
+    return {**(bundle or {}), "image/png": data}
 
 
 def static_png(

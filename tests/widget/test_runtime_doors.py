@@ -1,0 +1,66 @@
+"""The runtime doors' fallbacks: each private API the widget uses, forced missing."""
+
+from __future__ import annotations
+
+import types
+
+import torch
+import traitlets as t
+from torch import nn
+
+from surgeon_widgets.widget.runtime import compiled, hook_guards, notebook
+from surgeon_widgets.widget.runtime.traits import hand_over
+
+
+class Box(t.HasTraits):
+    size = t.Int(0)
+
+
+class Inbox:
+    def __init__(self) -> None:
+        self.posted: list[str] = []
+
+    def post(self, key, apply, value) -> None:
+        self.posted.append(key)
+        apply(value)
+
+
+def test_observers_run_where_the_change_is_made_without_traitlets_dispatch():
+    box, inbox, seen = Box(), Inbox(), []
+    box.observe(lambda change: seen.append(change["new"]), "size")
+    assert hand_over(box, {"size"}, inbox, method="_no_such_dispatch") is False
+    box.size = 2
+    assert seen == [2] and inbox.posted == []  # plain traitlets: at once, nothing posted
+    assert hand_over(box, {"size"}, inbox) is True
+    box.size = 3
+    assert seen == [2, 3] and inbox.posted == ["size"]
+
+
+def test_notebook_fallbacks_and_a_shell():
+    assert notebook.shell(modules={}) is None
+    assert dict(notebook.user_namespace(modules={})) == {}
+    assert notebook.in_marimo(modules={}) is False
+    shell = types.SimpleNamespace(user_ns={"net": 1})
+    ipython = types.SimpleNamespace(get_ipython=lambda: shell)
+    assert notebook.shell(modules={"IPython": ipython}) is shell
+    assert notebook.user_namespace(modules={"IPython": ipython}) == {"net": 1}
+    broken = types.SimpleNamespace(running_in_notebook=lambda: 1 / 0)
+    assert notebook.in_marimo(modules={"marimo": broken}) is False
+
+
+def test_compiled_wrapper_found_without_dynamo_class():
+    model = nn.Linear(2, 2)
+    wrapped = torch.compile(model)
+    assert compiled.WRAPPER is not None
+    assert compiled.is_compiled(wrapped, wrapper=None) and not compiled.is_compiled(model, None)
+    assert compiled.is_compiled(wrapped) and not compiled.is_fullgraph(wrapped)
+
+
+def test_hook_guards_lease_changes_nothing_without_the_option():
+    before = torch._dynamo.config.skip_nnmodule_hook_guards
+    held = hook_guards.holders()
+    lease = hook_guards.hold(nn.Linear(2, 2), config=None)
+    assert hook_guards.holders() == held
+    assert torch._dynamo.config.skip_nnmodule_hook_guards == before
+    lease.release()
+    assert hook_guards.holders() == held
