@@ -39,7 +39,7 @@ from .views.cut_panel import CutPanel, Marks, NameMap
 from .views.errors import ErrorList
 from .views.figures import history_figure, static_png, with_png
 from .views.tree_panel import TreePanel
-from .wire import fit_budget, history_snapshot, stats_message
+from .wire import fit_budget, history_snapshot, insert_result, stats_message
 
 __all__ = ["Explorer"]
 
@@ -127,7 +127,7 @@ class Explorer(ShownLater, FrontEnd):
         )  # fmt: skip
         self._cut = CutPanel(
             model, example_inputs, lambda: Marks(self.node_in, self.node_out, self.selected),
-            self._show_cut, lambda content, buffers: self.send(content, buffers),
+            self._show_cut, lambda ok, message: self.send(*insert_result(ok, message)),
             notebook.user_namespace, notebook.shell,
         )  # fmt: skip
         notes = [COMPILED] if is_compiled(self._watched) or compiled_parts(model) else []

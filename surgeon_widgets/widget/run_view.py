@@ -1,7 +1,7 @@
 """``Explorer.from_run(path)``: a recorded run's tree, histograms and history, followed live.
 
 The same front end as the live Explorer (same traits and ``stats`` / ``snapshot`` messages of
-:mod:`.transport`), fed from a run folder instead of hooks: a background thread polls the
+:mod:`.wire`), fed from a run folder instead of hooks: a background thread polls the
 folder (``poll`` seconds), sends each newly recorded step, and keeps a status line saying
 running / finished / failed and the last step. A finished run is replayed whole on display.
 

@@ -7,7 +7,7 @@ Python; every other layer keeps its fused kernels. While it is active:
 
 * :func:`torch.nn.functional.scaled_dot_product_attention` runs unchanged (the model's output
   is bit-for-bit the same) and the recorder computes ``softmax(QKᵀ·scale + mask)`` for the same
-  arguments with :func:`.attention_math.sdpa_pattern`.
+  arguments with :func:`.patterns.sdpa_pattern`.
 * :func:`torch.nn.functional.multi_head_attention_forward` (``nn.MultiheadAttention``) runs
   unchanged; unless the call already returned per-head weights, the recorder calls it once
   more with ``need_weights=True, average_attn_weights=False, training=False`` and keeps those.
@@ -71,7 +71,7 @@ class AttentionRecorder(TorchFunctionMode):
     Args:
         sink: list that receives one entry per attention call, in call order.
         reduce: applied to each ``[batch, heads, queries, keys]`` pattern before it is kept
-            (e.g. :func:`.attention_math.reduce_pattern`); ``None`` keeps the full tensor.
+            (e.g. :func:`.patterns.reduce_pattern`); ``None`` keeps the full tensor.
 
     >>> q = k = v = torch.randn(1, 2, 4, 8)
     >>> found = []

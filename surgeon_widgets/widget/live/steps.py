@@ -8,7 +8,7 @@ traces (fx, export, fake or meta values) never count.
 
 For a ``torch.compile``'d model the hook sits on the compiled wrapper, outside the compiled
 region, so it costs no graph break. (That dynamo notices hooks added after a compile is the
-Explorer's :mod:`.hook_guards` lease, not the clock's: a clock changes no global state.)
+Explorer's :mod:`..runtime.hook_guards` lease, not the clock's: a clock changes no global state.)
 
 Other parts may run code on the model thread at the start of each forward (e.g. trait changes
 posted from another thread) with their own root pre-hook; the clock does not depend on order.

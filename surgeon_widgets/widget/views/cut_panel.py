@@ -1,11 +1,12 @@
 """The Explorer's cut panel: mark a cut's input and output nodes, see its report and code.
 
 A component the Explorer owns, over the engine (:func:`~..engine.cut.analyze_cut`,
-:mod:`~..engine.codegen`, :class:`~..engine.extract.Extract`). Its inputs are passed in: the
+:mod:`~..engine.cut.codegen`, :class:`~..engine.cut.Extract`). Its inputs are passed in: the
 model and example inputs, ``marks()`` (the current ``node_in``, ``node_out`` and selection),
-``show(cut_report, code)`` (the Explorer's traits) and ``send`` (the ``insert_result``
-answer). It traces the model once (again only if its modules change) and never raises into the
-widget: every failure becomes a line of ``cut_report["problems"]``.
+``show(cut_report, code)`` (the Explorer's traits) and ``answer(ok, message)`` (the result of
+an ``insert_cell``, sent to the view). It traces the model once (again only if its modules
+change) and never raises into the widget: every failure becomes a line of
+``cut_report["problems"]``.
 
 Synced traits on the Explorer (``js/PROTOCOL.md`` "Cut"): ``node_in`` / ``node_out`` (wire form:
 dict ``{node: new_name}``; a str or list of names is accepted and normalised by
@@ -37,7 +38,6 @@ from ...engine.cut.extract import Extract
 from ...engine.naming import split_call_suffix
 from ...engine.tracing import Trace, trace
 from ..runtime.notebook import in_marimo
-from ..wire import insert_result
 
 __all__ = ["CutPanel", "Marks", "NameMap", "normalize_names"]
 
@@ -108,7 +108,7 @@ class CutPanel:
         example_inputs: as the Explorer's; traces models torch.fx cannot, and the code uses them.
         marks: the current :class:`Marks`.
         show: called with the ``cut_report`` dict and the ``code`` after each refresh.
-        send: sends ``(content, buffers)`` to the view (the answer to ``insert_cell``).
+        answer: called with ``(ok, message)`` once an ``insert_cell`` is done (sent to the view).
         namespace: the user's namespace, to name the model in the code (default: none).
         shell: the IPython shell (``to_cell``), or ``None`` outside IPython.
     """
@@ -119,7 +119,7 @@ class CutPanel:
         example_inputs: Any,
         marks: Callable[[], Marks],
         show: Callable[[dict, str], None],
-        send: Callable[[dict, list[bytes]], None],
+        answer: Callable[[bool, str], None],
         namespace: Callable[[], Mapping[str, Any]] = dict,
         shell: Callable[[], Any] = lambda: None,
     ) -> None:
@@ -127,7 +127,7 @@ class CutPanel:
         self.example_inputs = example_inputs
         self.marks = marks
         self.show = show
-        self.send = send
+        self.answer = answer
         self.namespace = namespace
         self.shell = shell
         self._trace_error = ""
@@ -179,7 +179,7 @@ class CutPanel:
     def insert_cell(self, code: str) -> None:
         """Ask the notebook for a cell below the active one holding ``code``; answer the view."""
         ok, message = _insert_with_ipylab(code)
-        self.send(*insert_result(ok, message))
+        self.answer(ok, message)
 
     def _traced(self) -> Trace:
         """The engine's shared trace of the model (traced again when the model changes); a
