@@ -64,3 +64,38 @@ def test_hook_guards_lease_changes_nothing_without_the_option():
     assert torch._dynamo.config.skip_nnmodule_hook_guards == before
     lease.release()
     assert hook_guards.holders() == held
+
+
+def test_hooks_record_under_compile_without_dynamos_frame_strategy(monkeypatch):
+    """Without ``set_code_exec_strategy`` dynamo may compile the hook's own frame (more
+    compiles, same values): the hook still sees every output, eagerly."""
+    monkeypatch.setattr(compiled, "_skip_frames", lambda: None)
+    torch._dynamo.reset()
+    seen: list[torch.Tensor] = []
+    model = nn.Sequential(nn.Linear(4, 3), nn.ReLU())
+    handle = model[0].register_forward_hook(
+        compiled.compile_safe(lambda module, args, out: seen.append(out.detach().clone()))
+    )
+    try:
+        x = torch.randn(2, 4)
+        torch.compile(model, backend="eager")(x)
+        assert len(seen) == 1 and torch.allclose(seen[0], model[0](x))
+    finally:
+        handle.remove()
+        torch._dynamo.reset()
+
+
+def test_forget_compiled_resets_everything_without_the_per_code_reset(monkeypatch, caplog):
+    """Without dynamo's per-code reset, ``forget_compiled`` drops all compiled code (``-1``)."""
+    import torch._C._dynamo.eval_frame as c_eval_frame
+
+    model = nn.Linear(2, 2)
+    compiled_model = torch.compile(model, backend="eager")
+    compiled_model(torch.ones(1, 2))
+    monkeypatch.delattr(c_eval_frame, "reset_code")
+    reset: list[bool] = []
+    monkeypatch.setattr(torch.compiler, "reset", lambda: reset.append(True))
+    with caplog.at_level("WARNING", logger="surgeon_widgets.explorer"):
+        assert hook_guards.forget_compiled(model) == -1
+    assert reset == [True] and "resetting all compiled code" in caplog.text
+    torch._dynamo.reset()

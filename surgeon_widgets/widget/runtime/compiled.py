@@ -137,14 +137,23 @@ def _never_compiled(code: Any) -> None:
     Inlined, the hook graph-breaks at ``eager``; dynamo then runs the hook's frame by itself and
     would compile it once per module type and argument shape (7 compiles of this one function
     for 12 layers of ResNet-18, and dynamo's recompile limit is 8). Inlining is unaffected, so
-    a hook under ``torch.export`` still traces to nothing.
+    a hook under ``torch.export`` still traces to nothing. Without the private setter, dynamo
+    compiles the hook's frame per module shape: more compiles, the same values.
     """
+    skip = _skip_frames()
+    if skip is not None:
+        skip(code)
+
+
+def _skip_frames() -> Callable[[Any], None] | None:
+    """dynamo's per-code "run eagerly" switch (private), or ``None`` where this torch lacks it."""
     try:
         from torch._dynamo.eval_frame import set_code_exec_strategy
         from torch._dynamo.types import FrameAction, FrameExecStrategy
-    except ImportError:  # a torch without it: the hook frame compiles, as it did before
-        return
-    set_code_exec_strategy(code, FrameExecStrategy(FrameAction.SKIP, FrameAction.SKIP))
+    except ImportError:
+        return None
+    strategy = FrameExecStrategy(FrameAction.SKIP, FrameAction.SKIP)
+    return lambda code: set_code_exec_strategy(code, strategy)
 
 
 Around = Callable[..., Any]  # around(forward, *args, **kwargs) -> the forward's output
