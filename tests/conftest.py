@@ -1,4 +1,5 @@
-"""Shared fixtures: every test must leave no hook behind; Explorers that record what they send."""
+"""Shared fixtures: every test must leave no hook behind; Explorers that record what they send;
+messages from the view."""
 
 from __future__ import annotations
 
@@ -37,3 +38,20 @@ def make():
     yield build
     for ex in made:
         ex.close()
+
+
+@pytest.fixture
+def from_view():
+    """``from_view(widget, content)``: the view sends ``content`` (a custom message) to
+    ``widget`` (an Explorer, or a run view's ``view``).
+
+    It arrives as a kernel delivers a comm message: through the comm's ``handle_msg`` (the
+    comm opens first, as a display does) and ipywidgets' handler.
+    """
+
+    def send(ex, content: dict, buffers: list | None = None) -> None:
+        ex.open()
+        data = {"method": "custom", "content": content}
+        ex.comm.handle_msg({"content": {"data": data}, "buffers": buffers or []})
+
+    return send

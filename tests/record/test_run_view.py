@@ -31,7 +31,7 @@ def wait_for(path, proc, timeout=60):
         time.sleep(0.05)
 
 
-def test_from_run_follows_a_running_job_then_replays(tmp_path):
+def test_from_run_follows_a_running_job_then_replays(tmp_path, from_view):
     run = tmp_path / "run"
     proc = job(run, "--steps", "14", "--every", "1", "--nprocs", "2", "--delay", "0.25")
     try:
@@ -75,7 +75,7 @@ def test_from_run_follows_a_running_job_then_replays(tmp_path):
     assert replay.wait(10)
     got = []
     replay.view.send = lambda content, buffers=None: got.append(content)
-    replay._on_msg(replay.view, {"type": "hello"}, [])
+    from_view(replay.view, {"type": "hello"})
     assert got[0]["type"] == "snapshot"
     assert all("training" not in i for i in got[0]["items"]), "a run records no train/eval mode"
     assert [i["step"] for i in got[0]["history"]["block1.conv/output"]] == list(range(14))
@@ -97,7 +97,7 @@ def test_from_run_shows_a_failed_run(tmp_path):
     view.close()
 
 
-def test_from_run_selected_must_be_recorded(tmp_path):
+def test_from_run_selected_must_be_recorded(tmp_path, from_view):
     import torch
     from torch import nn
 
@@ -115,13 +115,13 @@ def test_from_run_selected_must_be_recorded(tmp_path):
         for _ in range(2):
             view._errors.add("reading the run: boom")
         assert [(e["text"], e["count"]) for e in view.view.errors] == [("reading the run: boom", 2)]
-        view._on_msg(view.view, {"type": "clear_errors"}, [])  # the Clear button
+        from_view(view.view, {"type": "clear_errors"})  # the Clear button
         assert view.view.errors == []
     finally:
         view.close()
 
 
-def test_recorded_parameters_are_sent_as_weight_items(tmp_path):
+def test_recorded_parameters_are_sent_as_weight_items(tmp_path, from_view):
     import torch
     from torch import nn
 
@@ -138,7 +138,7 @@ def test_recorded_parameters_are_sent_as_weight_items(tmp_path):
         assert {s.kind for s in view.stats("0").values()} == {"activation", "parameter"}
         sent = []
         view.view.send = lambda content, buffers=None: sent.append(content)
-        view._on_msg(view.view, {"type": "hello"}, [])
+        from_view(view.view, {"type": "hello"})
         ((snapshot,),) = [[c for c in sent if c["type"] == "snapshot"]]
         kinds = {i["leaf"]: i["kind"] for i in snapshot["items"]}
         # as the live Explorer's parameter items (kind "weight", leaf the parameter's name)
