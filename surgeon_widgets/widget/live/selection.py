@@ -110,7 +110,6 @@ class SelectionHooks:
             training=lambda: self.clock.training,
         )  # fmt: skip
         self.params = ParamWatch(model, sink, due, on_failure)
-        self.hooks: list[dict] = []
 
     def sync(self, selection: Selection, in_forward: bool = False) -> list[dict]:
         """Attach exactly ``selection``'s hooks; return them as the ``hooks`` trait lists them.
@@ -131,12 +130,11 @@ class SelectionHooks:
         if layers and any(p.is_meta for p in self.model.parameters()):
             self.on_note(META)
         kinds = ["forward", "gradient"] if selection.gradients else ["forward"]
-        self.hooks = [
+        return [
             *({"name": n, "kind": k} for n in self.activations.attached for k in kinds),
             *({"name": n, "kind": "attention"} for n in self.attention.attached),
             *({"name": n, "kind": "parameters"} for n in self.params.attached),
         ]
-        return self.hooks
 
     def params_of(
         self, names: Iterable[str], layers: Iterable[str], added: Iterable[str] = ()
@@ -151,7 +149,6 @@ class SelectionHooks:
         """Remove every hook (the step clock's too)."""
         for part in (self.activations, self.attention, self.params, self.clock):
             part.close()
-        self.hooks = []
 
 
 def resolve(

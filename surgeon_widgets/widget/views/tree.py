@@ -22,7 +22,7 @@ from ...engine import guard
 from ...engine.module_tree import module_rows
 from ...engine.nodes import execution_order
 from ...engine.registry import HookRegistry
-from ...engine.tensors import iter_tensors
+from ...engine.tensors import first_tensor
 from ...engine.tracing import NAME, OWNER, ExampleInputs, is_internal_node, trace
 
 __all__ = [
@@ -150,9 +150,9 @@ def output_shapes(model: nn.Module, example_inputs: ExampleInputs) -> dict[str, 
 
     def record(name: str):
         def hook(module: nn.Module, args: Any, output: Any) -> None:
-            for _, leaf in iter_tensors(output):
+            leaf = first_tensor(output)
+            if leaf is not None:
                 shapes.setdefault(name, {"shape": list(leaf.shape), "dtype": _dtype(leaf)})
-                break
 
         return hook
 
