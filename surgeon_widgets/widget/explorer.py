@@ -13,6 +13,7 @@ ends) -> :meth:`Explorer._selection_changed` -> :meth:`.live.selection.Selection
 from __future__ import annotations
 
 import threading
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from torch import nn
 from ..engine.naming import closest
 from ..engine.tracing import ExampleInputs
 from ..engine.wrappers import unwrap
+from ..record.run_log import RunLog
 from .front_end import FrontEnd
 from .history import History, Record, Series
 from .live.selection import COMPILED, Selection, SelectionHooks, resolve
@@ -50,7 +52,9 @@ HANDED_OVER = frozenset(
 HELLO = frozenset({"hello"})  # read-only: answered at once, on any thread
 BUTTONS = {"remove_all_hooks": "remove_all_hooks", "clear_errors": "clear_errors",
            "cut_apply_fix": "apply_fix"}  # the view's messages -> the method they call  # fmt: skip
-OPTIONS = ["example_inputs", "selected", "gradients", "max_rate", "show_nodes", "params"]
+OPTIONS = [
+    "example_inputs", "selected", "gradients", "max_rate", "show_nodes", "params", "run_dir",
+]  # fmt: skip
 
 
 class Explorer(ShownLater, FrontEnd):
@@ -67,6 +71,9 @@ class Explorer(ShownLater, FrontEnd):
         example_inputs: a tensor, tuple of args or dict of kwargs: output shapes, graph nodes.
         selected, gradients, max_rate, show_nodes: initial values of those traits.
         params: every selected layer also shows its own parameters (``param_layers``).
+        run_dir: a new folder to write every record into as it comes, in the Recorder's format:
+            ``read_run(run_dir)`` and ``Explorer.from_run(run_dir)`` show it after the kernel is
+            gone. Without it nothing is written.
 
     Example:
         >>> import torch
@@ -103,6 +110,7 @@ class Explorer(ShownLater, FrontEnd):
         max_rate: float = 10.0,
         show_nodes: bool = False,
         params: bool = False,
+        run_dir: str | Path | None = None,
         **unknown: Any,
     ) -> None:
         if not isinstance(model, nn.Module):
@@ -116,6 +124,11 @@ class Explorer(ShownLater, FrontEnd):
         self._lease = hook_guards.hold(model)  # dynamo sees our hooks while this Explorer lives
         ownership.release_when_collected(self, model, self._lease)  # hooks hold parts weakly
         self._tree = TreePanel(model, example_inputs)
+        self._run_log = None if run_dir is None else RunLog(
+            run_dir, self._tree.module_rows, type(model).__name__
+        )  # before any hook: a folder that holds a run is refused with nothing attached
+        if self._run_log is not None:
+            weakref.finalize(self, self._run_log.close)  # collected or exiting: "finished"
         self._history = History()
         self._lock = threading.Lock()
         self._handover = Handover(self._watched, main_loop_scheduler())
@@ -308,6 +321,9 @@ class Explorer(ShownLater, FrontEnd):
     def _on_records(self, records: list[Record]) -> None:
         for record in records:
             self._history.add(record)
+            if self._run_log is not None:
+                r = record
+                self._run_log.add(r.key, r.layer, r.leaf, r.kind, r.step, r.stats, r.training)
         first = records[0]
         if first.kind == "activation" and first.layer not in self.shapes:
             shape = {"shape": list(first.stats.shape), "dtype": first.stats.dtype}
@@ -342,6 +358,8 @@ class Explorer(ShownLater, FrontEnd):
         self._live.close()
         self._handover.close()
         self._lease.release()  # no hook of ours left for dynamo to guard
+        if self._run_log is not None:
+            self._run_log.close()
 
     def _replaced_by_newer(self) -> None:
         """A newer Explorer took this model over: remove every hook, say so, keep the history."""
