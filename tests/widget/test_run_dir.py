@@ -72,7 +72,7 @@ def test_a_folder_holding_a_run_is_refused_and_left_alone(tmp_path):
     net(torch.randn(2, 8))
     ex.close()
     before = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
-    with pytest.raises(FileExistsError, match="run_dir .*run.* is not empty"):
+    with pytest.raises(FileExistsError, match=r"run_dir .*run.* is not empty"):
         Explorer(net, selected=["0"], run_dir=run_dir)
     assert not live_hooks() and not net[0]._forward_hooks
     assert {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()} == before
@@ -97,8 +97,10 @@ def test_a_killed_process_leaves_a_readable_run(tmp_path):
     script = tmp_path / "job.py"
     script.write_text(textwrap.dedent(SCRIPT))
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen([sys.executable, str(script), str(run_dir)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    command = [sys.executable, str(script), str(run_dir)]
+    proc = subprocess.Popen(
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     try:
         deadline = time.monotonic() + 60
         while True:
