@@ -541,3 +541,41 @@ def test_parameters_switch_sets_param_layers_and_weights_get_their_panel_blocks(
         for leaf in ("output", "weight", "weight.grad")
     }
     assert len(set(map(str, colors.values()))) == 3
+
+
+COLUMN_INK = """([label, x]) => {
+    const c = document.querySelector(`canvas[aria-label="${label}"]`);
+    const data = c.getContext('2d').getImageData(x, 0, 1, c.height).data;
+    let n = 0;
+    for (let y = 0; y < c.height; y++) n += data[y * 4 + 3] > 0;
+    return n;
+}"""
+
+
+def test_a_pinned_step_is_outlined_over_the_latest_histogram(harness):
+    page = harness
+    mount(page, rows=ROWS, selected=["head"])
+    left = [float(32 - i) for i in range(32)] + [0.0] * 32  # step 1: mass on the left half
+    for step, counts in [(1, left), (2, COUNTS), (3, COUNTS), (4, COUNTS), (5, COUNTS)]:
+        page.evaluate(
+            "([c, a]) => window.harness.inject(c, a)",
+            [{"type": "stats", "items": [item(step=step, layer="head")]},
+             [{"dtype": "float32", "values": counts}]],
+        )  # fmt: skip
+    hist, heat = "Histogram of head output", "History of head output"
+    legend = '[data-layer="head"] .sw-pin'
+    assert not page.is_visible(legend)
+    assert page.evaluate(COLUMN_INK, [hist, 20]) == 0  # the latest step has no value there
+    page.locator(f'canvas[aria-label="{heat}"]').click(position={"x": 100, "y": 4})  # step 1
+    assert page.is_visible(legend)
+    text = page.inner_text(legend)
+    assert "step 5: bars" in text and "step 1: outline" in text
+    assert page.evaluate(COLUMN_INK, [hist, 20]) > 0  # the outline of step 1 is drawn
+    assert page.evaluate(PIXEL, [heat, 255, 3])[3] > 128  # the pinned row is framed
+    page.keyboard.press("Escape")
+    assert not page.is_visible(legend) and page.evaluate(COLUMN_INK, [hist, 20]) == 0
+    assert page.evaluate(PIXEL, [heat, 255, 3])[3] == 0  # step 1 has no value on the right
+    page.locator(f'canvas[aria-label="{heat}"]').click(position={"x": 100, "y": 12})  # step 2
+    assert "step 2: outline" in page.inner_text(legend)
+    page.locator(f'canvas[aria-label="{heat}"]').click(position={"x": 100, "y": 12})
+    assert not page.is_visible(legend)  # a second click unpins
