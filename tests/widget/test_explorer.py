@@ -331,7 +331,8 @@ def test_figure_and_static_fallback(make):
 
 def test_example_inputs_fill_shapes(make):
     ex = make(torchvision.models.resnet18(), torch.randn(1, 3, 64, 64))
-    assert ex.shapes["layer4"] == {"shape": [1, 512, 2, 2], "dtype": "float32"}
+    shape = {"shape": [1, 512, 2, 2], "dtype": "float32"}
+    assert ex.shapes["layer4"] == {**shape, "example": shape}
     assert live_hooks() == []
     gc.collect()
 
@@ -379,7 +380,7 @@ def test_close_removes_hooks_and_leaves_a_closed_view_then_closes_the_comm(make)
     assert live_hooks() == [] and ex.selected == [] and ex.stats("layer2") == {}
     model(torch.randn(2, 5))
     assert ex.stats("layer2") == {}
-    with pytest.raises(RuntimeError, match="this Explorer is closed"):
+    with pytest.raises(RuntimeError, match=r"read-only: Closed: .* Explorer\(model\)"):
         ex.select("layer2")
     ex.close()
     assert ex.comm is None

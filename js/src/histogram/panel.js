@@ -3,9 +3,9 @@
 // of mean / std / L2 norm over steps (PROTOCOL.md "DOM contract").
 
 import { curvesBlock, paintCurves } from "../curves/view.js";
-import { cssVar, Disposer, formatCount, h } from "../dom.js";
+import { cssVar, Disposer, formatCount, h, showNumber } from "../dom.js";
 import { drawHeat, drawHistogram } from "./draw.js";
-import { modeText, num, statsText } from "./format.js";
+import { fullNum, modeText, rangeText, statsParts } from "./format.js";
 
 /** @typedef {import("./store.js").HistoryStore} HistoryStore */
 /** @typedef {import("../types.js").Model} Model */
@@ -131,16 +131,23 @@ export class LayerPanels {
         ...HIST, color: c, log, lo: it.lo, hi: it.hi, zeroColor,
       });
       q(".sw-count-max").textContent = formatCount(Math.round(max));
+      q(".sw-count-max").title = String(Math.round(max));
       q(".sw-count-title").textContent = log ? "log count" : "count";
       const history = this.store.history(key);
       const shown = drawHeat(/** @type {HTMLCanvasElement} */ (q(".sw-heat")), history, { ...HEAT, color: c, modes });
-      q(".sw-step-first").textContent = shown.length ? `step ${shown[0].step}` : "";
-      q(".sw-step-last").textContent = shown.length > 1 ? `step ${shown[shown.length - 1].step}` : "";
+      q(".sw-step-first").textContent = shown.length ? String(shown[0].step) : "";
+      q(".sw-step-last").textContent = shown.length > 1 ? String(shown[shown.length - 1].step) : "";
+      q(".sw-step-title").textContent = shown.length ? "step" : "";
       const marked = shown.some((s) => typeof s.training === "boolean");
       q(".sw-modes").hidden = !marked;
-      q(".sw-lo").textContent = num(it.lo);
-      q(".sw-hi").textContent = num(it.hi);
-      q(".sw-stats").textContent = statsText(it);
+      const [lo, hi] = rangeText(it.lo, it.hi);
+      showNumber(q(".sw-lo"), lo, fullNum(it.lo));
+      showNumber(q(".sw-hi"), hi, fullNum(it.hi));
+      q(".sw-stats").replaceChildren(...statsParts(it).flatMap(([label, text, full], i) => {
+        const value = h("span", { class: "sw-stat" });
+        showNumber(value, text, full);
+        return [`${i ? " " : ""}${label} `, value];
+      }));
       paintCurves(q(".sw-curves"), history, { color: c, badColor });
     }
   }
@@ -169,7 +176,9 @@ export class LayerPanels {
       ]),
       h("div", { class: "sw-range" }, [h("span", { class: "sw-lo" }), h("span", { class: "sw-range-title", text: "value" }), h("span", { class: "sw-hi" })]),
       h("div", { class: "sw-heatrow" }, [
-        h("div", { class: "sw-step-axis", "aria-hidden": "true" }, [h("span", { class: "sw-step-first" }), h("span", { class: "sw-step-last" })]),
+        h("div", { class: "sw-step-axis", "aria-hidden": "true" }, [
+          h("span", { class: "sw-step-first" }), h("span", { class: "sw-step-title" }), h("span", { class: "sw-step-last" }),
+        ]),
         h("canvas", { class: "sw-heat", role: "img", "aria-label": `History of ${layer} ${leaf}` }),
       ]),
       modes,
