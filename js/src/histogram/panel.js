@@ -4,6 +4,7 @@
 
 import { curvesBlock, paintCurves } from "../curves/view.js";
 import { cssVar, Disposer, formatCount, h, showNumber } from "../dom.js";
+import { readOnly } from "../read_only.js";
 import { drawHeat, drawHistogram } from "./draw.js";
 import { fullNum, modeText, rangeText, statsParts } from "./format.js";
 
@@ -88,7 +89,7 @@ export class LayerPanels {
           class: "sw-layer-option", title: "Histograms of this module's own weights, their gradients and updates",
         }, [params, " parameters"]),
       ]),
-      h("p", { class: "sw-waiting", text: `Waiting for a forward pass through ${name}…` }),
+      h("p", { class: "sw-waiting" }),
     ]);
   }
 
@@ -113,6 +114,8 @@ export class LayerPanels {
     const keys = this.store.keysOf(layer);
     const waiting = /** @type {HTMLElement} */ (panel.querySelector(".sw-waiting"));
     waiting.hidden = keys.length > 0;
+    const frozen = this.model ? readOnly(this.model) : "";
+    waiting.textContent = frozen ? `Nothing recorded for ${layer}: this Explorer is read-only.` : `Waiting for a forward pass through ${layer}…`;
     const color = cssVar(panel, "--sw-hist-color", "#1976d2");
     const gradColor = cssVar(panel, "--sw-grad-color", "#e65100");
     const weightColor = cssVar(panel, "--sw-weight-color", "#7b1fa2");
