@@ -1,6 +1,6 @@
 // A replaced or closed Explorer is read-only (PROTOCOL.md "Read-only"): its view still shows
-// what it recorded, but drops every change of the traits Python refuses (`FROZEN`) and every
-// message but "hello", and its form controls are disabled. Python refuses them too.
+// what it recorded, but drops every change of the traits Python refuses (`FROZEN`), every sync
+// and every message but "hello", and its form controls are disabled. Python refuses them too.
 
 /** @typedef {import("./types.js").Model} Model */
 
@@ -27,6 +27,9 @@ export function guardWrites(model) {
     set: (key, value) => {
       if (!(frozen() && FROZEN.includes(key))) model.set(/** @type {any} */ (key), value);
     },
+    save_changes: () => {
+      if (!frozen()) model.save_changes();
+    },
     /** @param {any} content @param {...any} rest */
     send: (content, ...rest) => {
       if (!frozen() || content?.type === "hello") model.send(content, ...rest);
@@ -34,7 +37,7 @@ export function guardWrites(model) {
   };
   return /** @type {Model} */ (new Proxy(model, {
     get(target, prop) {
-      if (prop === "set" || prop === "send") return wrapped[prop];
+      if (prop === "set" || prop === "send" || prop === "save_changes") return wrapped[prop];
       const value = Reflect.get(target, prop, target);
       return typeof value === "function" ? value.bind(target) : value;
     },
