@@ -244,9 +244,9 @@ class Explorer(ShownLater, FrontEnd):
 
     @t.validate(*ownership.FROZEN)
     def _writable(self, proposal: Any) -> Any:
-        name = proposal["trait"].name
-        if self.read_only and proposal["value"] != getattr(self, name):
-            raise t.TraitError(f"{name} cannot change: {self.read_only}")
+        # also the view's changes: ipywidgets' set_state validates them when its hold ends
+        if self.read_only:
+            raise t.TraitError(f"{proposal['trait'].name} cannot change: {self.read_only}")
         return proposal["value"]
 
     def __repr__(self) -> str:

@@ -29,7 +29,8 @@ export function shapeText(s) {
 export function shapeTitle(s) {
   const example = shapeText(s?.example);
   if (!s) return "";
-  return example && example !== shapeText(s) ? `latest output ${shapeText(s)}; on the example inputs ${example}` : `output ${shapeText(s)}`;
+  if (example === shapeText(s)) return `output on the example inputs ${example}`;
+  return example ? `latest output ${shapeText(s)}; on the example inputs ${example}` : `latest output ${shapeText(s)}`;
 }
 
 /**
