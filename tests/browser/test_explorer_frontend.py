@@ -10,6 +10,8 @@ import math
 import os
 import time
 
+from surgeon_widgets.widget.runtime.ownership import REPLACED
+
 
 def row(name, parent, depth, cls, kind="module", params=1, children=0):
     """One row dict of PROTOCOL.md."""
@@ -497,7 +499,9 @@ def test_histogram_axes_log_counts_history_steps_modes_and_curves(harness):
     assert page.get_attribute(curves, "data-bad-steps") == "3"
     captions = page.locator(f"{curves} figcaption").all_inner_texts()
     assert [" ".join(c.split()) for c in captions] == ["mean 0.5", "std 1", "L2 norm 5"]
-    assert " ".join(page.inner_text(f'{curves} [data-stat="l2"] .sw-curve-range').split()) == "1 … 5"
+    assert (
+        " ".join(page.inner_text(f'{curves} [data-stat="l2"] .sw-curve-range').split()) == "1 … 5"
+    )
     red = page.evaluate(PIXEL, [f"mean of {mlp} output over steps", 44, 1])  # step 3
     assert red[0] > 150 and red[1] < 100 and red[3] == 255
     assert page.evaluate(PIXEL, [f"mean of {mlp} output over steps", 21, 1])[3] == 0
@@ -539,9 +543,6 @@ def test_parameters_switch_sets_param_layers_and_weights_get_their_panel_blocks(
         for leaf in ("output", "weight", "weight.grad")
     }
     assert len(set(map(str, colors.values()))) == 3
-
-
-REPLACED = "Replaced by a newer Explorer on this model: this one removed its hooks and stays frozen."
 
 
 def test_a_replaced_view_is_read_only_and_says_so(harness):
@@ -618,7 +619,11 @@ PANELS_STYLE = """() => { const s = getComputedStyle(document.querySelector('.sw
 
 def test_panels_take_the_window_height_and_resize_and_the_tree_shows_the_latest_shape(harness):
     page = harness
-    latest = {"shape": [8, 11], "dtype": "float32", "example": {"shape": [1, 11], "dtype": "float32"}}
+    latest = {
+        "shape": [8, 11],
+        "dtype": "float32",
+        "example": {"shape": [1, 11], "dtype": "float32"},
+    }
     mount(page, rows=ROWS, selected=["head", "encoder.layers.0.mlp"], shapes={"head": latest})
     assert page.evaluate(PANELS_STYLE) == ["640px", "vertical"]  # an 800 px window
     page.set_viewport_size({"width": 1000, "height": 1400})
@@ -633,4 +638,5 @@ def test_panels_take_the_window_height_and_resize_and_the_tree_shows_the_latest_
     shape = page.locator('[data-name="head"] .sw-shape')
     assert shape.inner_text() == "[8, 11] float32"
     assert shape.get_attribute("title") == (
-        "latest output [8, 11] float32; on the example inputs [1, 11] float32")
+        "latest output [8, 11] float32; on the example inputs [1, 11] float32"
+    )
