@@ -179,8 +179,8 @@ class Explorer(ShownLater, FrontEnd):
         ``UnknownNameError`` for a name neither a layer nor a graph node (closest listed)."""
         names = [names] if isinstance(names, str) else list(names)
         self._tree.check(names)
-        if self.closed:
-            raise RuntimeError(f"this Explorer is closed: {self.reopen_hint}")
+        if self.read_only:
+            raise RuntimeError(f"this Explorer is read-only: {self.read_only}")
         self.selected = names
 
     def stats(self, name: str) -> dict[str, Series]:
@@ -225,8 +225,10 @@ class Explorer(ShownLater, FrontEnd):
         self._cut.to_cell()
 
     def remove_all_hooks(self) -> None:
-        """Deselect everything, which removes every hook of this widget."""
-        self.selected = []
+        """Deselect everything, which removes every hook of this widget (a read-only one has
+        none left)."""
+        if not self.read_only:
+            self.selected = []
 
     def clear_errors(self) -> None:
         """Empty the error list (the view's "Clear" button does the same)."""
@@ -242,10 +244,23 @@ class Explorer(ShownLater, FrontEnd):
             self._release()
             super().close()
             return
-        self.selected = []
+        self.remove_all_hooks()
         self._release()
         self._history = History()
         self.closed = True
+
+    @property
+    def read_only(self) -> str:
+        """Why this Explorer takes no more changes ("": it does): a newer Explorer on its model
+        replaced it (:mod:`.runtime.ownership`), or it was closed. Its view shows the reason."""
+        return self.replaced or (ownership.CLOSED if self.closed else "")
+
+    @t.validate(*ownership.FROZEN)
+    def _writable(self, proposal: Any) -> Any:
+        # also the view's changes: ipywidgets' set_state validates them when its hold ends
+        if self.read_only:
+            raise t.TraitError(f"{proposal['trait'].name} cannot change: {self.read_only}")
+        return proposal["value"]
 
     def __repr__(self) -> str:
         head = f"Explorer({type(self._model).__name__}, {len(self._tree.layers)} layers"
@@ -288,8 +303,6 @@ class Explorer(ShownLater, FrontEnd):
     @t.observe("selected", "gradients", "param_layers")
     def _selection_changed(self, change: Any) -> None:
         """The one place a selection change reaches the hooks (see the click path above)."""
-        if self.replaced:  # a newer Explorer owns the model now
-            return
         tree = self._tree
         layers, messages = resolve(self.selected, tree.layers, tree.node_names(), self._watched)
         for message in messages if change["name"] != "param_layers" else ():
@@ -325,9 +338,12 @@ class Explorer(ShownLater, FrontEnd):
                 r = record
                 self._run_log.add(r.key, r.layer, r.leaf, r.kind, r.step, r.stats, r.training)
         first = records[0]
-        if first.kind == "activation" and first.layer not in self.shapes:
-            shape = {"shape": list(first.stats.shape), "dtype": first.stats.dtype}
-            self.shapes = {**self.shapes, first.layer: shape}
+        if first.kind == "activation":
+            seen = tree.seen_shape(
+                self.shapes, first.layer, list(first.stats.shape), first.stats.dtype
+            )
+            if seen is not None:
+                self.shapes = seen
         self.send(*stats_message(fit_budget(records)))
 
     def _publish_errors(self, entries: list[dict]) -> None:
@@ -340,6 +356,8 @@ class Explorer(ShownLater, FrontEnd):
     def _on_msg(self, widget: Any, content: Any, buffers: Any) -> None:
         """The view's messages (``js/PROTOCOL.md`` "Messages"), each to the room it is for."""
         kind = content.get("type") if isinstance(content, dict) else None
+        if kind != "hello" and self.read_only:  # a read-only view's buttons are off too
+            return
         if kind == "hello":  # a new view: everything it missed
             self.send(*history_snapshot(self._history))
             self._live.attention.resend()

@@ -3,9 +3,10 @@
 // of mean / std / L2 norm over steps (PROTOCOL.md "DOM contract").
 
 import { curvesBlock, paintCurves } from "../curves/view.js";
-import { cssVar, Disposer, formatCount, h } from "../dom.js";
+import { cssVar, Disposer, formatCount, h, showNumber } from "../dom.js";
+import { readOnly } from "../read_only.js";
 import { barShare, drawHeat, drawHistogram } from "./draw.js";
-import { modeText, num, statsText } from "./format.js";
+import { fullNum, modeText, rangeText, statsParts } from "./format.js";
 import { drawOutline, markRow, rebin, rowAt, sharedRange } from "./pin.js";
 
 /** @typedef {import("./store.js").HistoryStore} HistoryStore */
@@ -97,7 +98,7 @@ export class LayerPanels {
           class: "sw-layer-option", title: "Histograms of this module's own weights, their gradients and updates",
         }, [params, " parameters"]),
       ]),
-      h("p", { class: "sw-waiting", text: `Waiting for a forward pass through ${name}…` }),
+      h("p", { class: "sw-waiting" }),
     ]);
   }
 
@@ -122,6 +123,8 @@ export class LayerPanels {
     const keys = this.store.keysOf(layer);
     const waiting = /** @type {HTMLElement} */ (panel.querySelector(".sw-waiting"));
     waiting.hidden = keys.length > 0;
+    const frozen = this.model ? readOnly(this.model) : "";
+    waiting.textContent = frozen ? `Nothing recorded for ${layer}: this Explorer is read-only.` : `Waiting for a forward pass through ${layer}…`;
     const color = cssVar(panel, "--sw-hist-color", "#1976d2");
     const gradColor = cssVar(panel, "--sw-grad-color", "#e65100");
     const weightColor = cssVar(panel, "--sw-weight-color", "#7b1fa2");
@@ -152,6 +155,7 @@ export class LayerPanels {
       legend.hidden = !pin;
       legend.textContent = pin ? `step ${it.step}: bars · step ${pin.step}: outline (pinned; click it again or Esc to unpin)` : "";
       q(".sw-count-max").textContent = formatCount(Math.round(max));
+      q(".sw-count-max").title = String(Math.round(max));
       q(".sw-count-title").textContent = log ? "log count" : "count";
       const history = this.store.history(key);
       const heat = /** @type {HTMLCanvasElement} */ (q(".sw-heat"));
@@ -159,13 +163,19 @@ export class LayerPanels {
       this.shown.set(key, shown);
       const row = pin ? shown.findIndex((s) => s.step === pin.step) : -1;
       if (row >= 0) markRow(heat, row, shown.length, { ...HEAT, color: pinColor });
-      q(".sw-step-first").textContent = shown.length ? `step ${shown[0].step}` : "";
-      q(".sw-step-last").textContent = shown.length > 1 ? `step ${shown[shown.length - 1].step}` : "";
+      q(".sw-step-first").textContent = shown.length ? String(shown[0].step) : "";
+      q(".sw-step-last").textContent = shown.length > 1 ? String(shown[shown.length - 1].step) : "";
+      q(".sw-step-title").textContent = shown.length ? "step" : "";
       const marked = shown.some((s) => typeof s.training === "boolean");
       q(".sw-modes").hidden = !marked;
-      q(".sw-lo").textContent = num(lo);
-      q(".sw-hi").textContent = num(hi);
-      q(".sw-stats").textContent = statsText(it);
+      const [loText, hiText] = rangeText(lo, hi);
+      showNumber(q(".sw-lo"), loText, fullNum(lo));
+      showNumber(q(".sw-hi"), hiText, fullNum(hi));
+      q(".sw-stats").replaceChildren(...statsParts(it).flatMap(([label, text, full], i) => {
+        const value = h("span", { class: "sw-stat" });
+        showNumber(value, text, full);
+        return [`${i ? " " : ""}${label} `, value];
+      }));
       paintCurves(q(".sw-curves"), history, { color: c, badColor });
     }
   }
@@ -195,7 +205,9 @@ export class LayerPanels {
       ]),
       h("div", { class: "sw-range" }, [h("span", { class: "sw-lo" }), h("span", { class: "sw-range-title", text: "value" }), h("span", { class: "sw-hi" })]),
       h("div", { class: "sw-heatrow" }, [
-        h("div", { class: "sw-step-axis", "aria-hidden": "true" }, [h("span", { class: "sw-step-first" }), h("span", { class: "sw-step-last" })]),
+        h("div", { class: "sw-step-axis", "aria-hidden": "true" }, [
+          h("span", { class: "sw-step-first" }), h("span", { class: "sw-step-title" }), h("span", { class: "sw-step-last" }),
+        ]),
         h("canvas", {
           class: "sw-heat", role: "img", tabindex: "0", "aria-label": `History of ${layer} ${leaf}`,
           title: "Click a step to pin its histogram over the latest one",
