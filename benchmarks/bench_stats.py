@@ -105,8 +105,8 @@ def main() -> None:
             print(line)
             print(f"aminmax+histc+moments/sum[{label}]: "
                   f"{got['aminmax+histc+moments'] / got['sum']:.2f}")  # fmt: skip
-            print(f"tensor_stats/aminmax+histc+moments[{label}]: "
-                  f"{got['tensor_stats'] / got['aminmax+histc+moments']:.3f}", flush=True)  # fmt: skip
+            vs = got["tensor_stats"] / got["aminmax+histc+moments"]
+            print(f"tensor_stats/aminmax+histc+moments[{label}]: {vs:.3f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -312,7 +312,7 @@ class Explorer(ShownLater, FrontEnd):
         if first.kind == "activation" and first.layer not in self.shapes:
             shape = {"shape": list(first.stats.shape), "dtype": first.stats.dtype}
             self.shapes = {**self.shapes, first.layer: shape}
-        self.send(*stats_message(fit_budget(records)))
+        self.send(*stats_message(fit_budget(records), self._history))
 
     def _publish_errors(self, entries: list[dict]) -> None:
         with self._lock:
