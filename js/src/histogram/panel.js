@@ -4,6 +4,7 @@
 
 import { curvesBlock, paintCurves } from "../curves/view.js";
 import { cssVar, Disposer, formatCount, h } from "../dom.js";
+import { everyText, sampledText } from "./cadence.js";
 import { drawHeat, drawHistogram } from "./draw.js";
 import { modeText, num, statsText } from "./format.js";
 
@@ -126,7 +127,7 @@ export class LayerPanels {
       const block = this.leafBlock(panel, key, it.layer, it.leaf);
       const c = it.kind === "activation" ? color : it.kind === "weight" || it.kind === "update" ? weightColor : gradColor;
       const q = (/** @type {string} */ s) => /** @type {HTMLElement} */ (block.querySelector(s));
-      q(".sw-leaf-title").textContent = `${it.leaf} · ${it.kind} · step ${it.step}${modeText(it)}`;
+      q(".sw-leaf-title").textContent = `${it.leaf} · ${it.kind} · step ${it.step}${modeText(it)}${everyText(it)}`;
       const max = drawHistogram(/** @type {HTMLCanvasElement} */ (q(".sw-hist")), it.counts, {
         ...HIST, color: c, log, lo: it.lo, hi: it.hi, zeroColor,
       });
@@ -140,6 +141,9 @@ export class LayerPanels {
       q(".sw-modes").hidden = !marked;
       q(".sw-lo").textContent = num(it.lo);
       q(".sw-hi").textContent = num(it.hi);
+      const sampled = q(".sw-sampled");
+      sampled.textContent = sampledText(it);
+      sampled.hidden = !sampled.textContent;
       q(".sw-stats").textContent = statsText(it);
       paintCurves(q(".sw-curves"), history, { color: c, badColor });
     }
@@ -168,6 +172,7 @@ export class LayerPanels {
         h("canvas", { class: "sw-hist", role: "img", "aria-label": `Histogram of ${layer} ${leaf}` }),
       ]),
       h("div", { class: "sw-range" }, [h("span", { class: "sw-lo" }), h("span", { class: "sw-range-title", text: "value" }), h("span", { class: "sw-hi" })]),
+      h("div", { class: "sw-sampled", hidden: true }),
       h("div", { class: "sw-heatrow" }, [
         h("div", { class: "sw-step-axis", "aria-hidden": "true" }, [h("span", { class: "sw-step-first" }), h("span", { class: "sw-step-last" })]),
         h("canvas", { class: "sw-heat", role: "img", "aria-label": `History of ${layer} ${leaf}` }),
