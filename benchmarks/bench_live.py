@@ -39,6 +39,7 @@ from torch import nn
 from surgeon_widgets.widget import Explorer
 
 BAR = 1.05
+INTERVAL_BAR = 2.5  # seconds between two records of a key (issue 17 §3)
 CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 
 
@@ -202,11 +203,75 @@ def measure(name: str, base: nn.Module, compiled: bool, batch: int, seconds: flo
         ex.close()
 
 
+def key_intervals(ex: Explorer) -> dict[str, float]:
+    """Median seconds (of the arm's clock) between consecutive records of every key."""
+    out = {}
+    for key in ex._history.keys():  # noqa: SIM118 (a method)
+        times = [r.time for r in ex._history.records(key) if r.time is not None]
+        gaps = [b - a for a, b in itertools.pairwise(times)]
+        if gaps:
+            out[key] = statistics.median(gaps)
+    return out
+
+
+def measure_interval(seconds: float, size: int = 128, batch: int = 8, layers: int = 12) -> None:
+    """Issue 17 §3: how often each of 12 layers (activations and gradients) of an eager
+    ResNet-18 at 8x3x128x128 updates at the default throttle, and what it costs a step."""
+    label = f"resnet18_{size}px eager, {layers} layers + gradients"
+    base = torchvision.models.resnet18(num_classes=10)
+    x, y = torch.randn(batch, 3, size, size), torch.randint(0, 10, (batch,))
+    arms = ["plain", "live"]
+    clocks = {arm: ArmClock() for arm in arms}
+    steps: dict[str, Callable] = {}
+    ex: Explorer | None = None
+    for arm in arms:
+        model = copy.deepcopy(base).train()
+        if arm == "live":
+            ex = Explorer(model, selected=spread_leaves(model, layers), gradients=True)
+            ex.send = kernel_send([])  # type: ignore[method-assign]
+            ex._live.throttle.now = clocks[arm]
+        steps[arm] = trainer(model, model, x, y)
+        for _ in range(2):
+            clocks[arm].timed(steps[arm])  # warm up
+    assert ex is not None
+    ex._history = type(ex._history)()  # intervals of the measured steps only
+    per: dict[str, dict[str, list[float]]] = {arm: {c: [] for c in CLOCKS} for arm in arms}
+    order = list(arms)
+    shuffle = random.Random(1).shuffle
+    begun = time.perf_counter()
+    while time.perf_counter() - begun < seconds:
+        shuffle(order)
+        for arm in order:
+            for clock, value in clocks[arm].timed(steps[arm]).items():
+                per[arm][clock].append(value)
+    assert ex.errors == [], ex.errors
+    ratio = {c: sum(per["live"][c]) / sum(per["plain"][c]) for c in CLOCKS}
+    gaps = key_intervals(ex)
+    assert gaps, f"{label}: no key was recorded twice"
+    worst = max(gaps.values())
+    plain = statistics.fmean(per["plain"]["wall"])
+    print(f"# [{label}] plain train step {plain * 1e3:.0f} ms wall; "
+          f"{len(per['plain']['wall'])} rounds, {seconds:g} s; {len(gaps)} keys updated twice "
+          f"or more; median interval per key: median {statistics.median(gaps.values()):.2f} s, "
+          f"longest {worst:.2f} s ({max(gaps, key=gaps.__getitem__)})")  # fmt: skip
+    line = f"[{label}] live/plain: {ratio['wall']:.3f} wall, {ratio['cpu']:.3f} CPU"
+    met = max(ratio.values()) <= BAR
+    print(f"{line:<88} bar {BAR} {'ok' if met else 'MISSED'}")
+    line = f"[{label}] longest median interval of a key: {worst:.2f} s"
+    print(f"{line:<88} bar {INTERVAL_BAR} s {'ok' if worst <= INTERVAL_BAR else 'MISSED'}")
+    costs = sorted(ex._live.throttle.costs.items(), key=lambda kv: -kv[1])
+    print("# last cost per key (ms): " + ", ".join(f"{k[0]} {c * 1e3:.1f}" for k, c in costs))
+    print("# median interval per key (s): "
+          + ", ".join(f"{k} {g:.1f}" for k, g in sorted(gaps.items(), key=lambda kv: -kv[1])))
+    ex.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--no-compile", action="store_true")
+    parser.add_argument("--only-interval", action="store_true", help="only the issue 17 §3 arm")
     parser.add_argument("--seconds", type=float, default=None, help="per model and mode")
     args = parser.parse_args()
     torch.manual_seed(0)
@@ -217,10 +282,12 @@ def main() -> None:
           f"bar {BAR} on both (eager)")  # fmt: skip
     # quick mode (a CI smoke run) gives each arm under 4 s of steps: a layer whose throttle
     # waits longer updates once or twice, so its ratios may read low; judge on the full run
-    measure("resnet18_64px", torchvision.models.resnet18(num_classes=10), False, 8, seconds)
-    measure("small_cnn_64px", small_cnn(), False, 8, seconds)
-    if not args.no_compile:
-        measure("small_cnn_64px", small_cnn(), True, 8, seconds)
+    if not args.only_interval:
+        measure("resnet18_64px", torchvision.models.resnet18(num_classes=10), False, 8, seconds)
+        measure("small_cnn_64px", small_cnn(), False, 8, seconds)
+        if not args.no_compile:
+            measure("small_cnn_64px", small_cnn(), True, 8, seconds)
+    measure_interval(args.seconds or (20.0 if args.quick else 120.0))
 
 
 if __name__ == "__main__":
