@@ -38,7 +38,7 @@ __all__ = ["BINS", "ROW", "SAMPLE", "SAMPLED_FROM", "TensorStats", "tensor_stats
 BINS = 64
 SAMPLE = 1 << 16  # values binned from a large tensor: 64 bins of ~1,000 each
 SAMPLED_FROM = 1 << 18  # tensors of this many values or more get a sampled histogram
-CHUNK = 1 << 18  # values reduced together on a CPU: 1 MB of float32 stays in L2
+CHUNK = 1 << 17  # values reduced together on a CPU: 512 KB of float32 stays in L2
 ROW = 1024  # float32 sums of squares run over this many values; rows add up in float64
 SPREAD = 100.0  # the one pass's variance is trusted while sum(x²) <= SPREAD * sum((x - mean)²)
 
