@@ -39,6 +39,7 @@ BINS = 64
 SAMPLE = 1 << 16  # values binned from a large tensor: 64 bins of ~1,000 each
 SAMPLED_FROM = 1 << 18  # tensors of this many values or more get a sampled histogram
 CHUNK = 1 << 17  # values reduced together on a CPU: 512 KB of float32 stays in L2
+DEVICE_CHUNK = 1 << 22  # on accelerators: few kernel launches, temporaries of 16 MB at most
 ROW = 1024  # float32 sums of squares run over this many values; rows add up in float64
 SPREAD = 100.0  # the one pass's variance is trusted while sum(x²) <= SPREAD * sum((x - mean)²)
 
@@ -140,7 +141,7 @@ def _as_work(values: torch.Tensor, work: torch.dtype, out: torch.Tensor | None) 
 
 def _chunk_buffers(work: torch.dtype, device: torch.device, size: int) -> list[torch.Tensor]:
     """Two ``work`` buffers of ``size`` values: a chunk converted, and its non-zero flags."""
-    if device.type != "cpu":
+    if device.type != "cpu":  # accelerators have caching allocators
         return [torch.empty(size, dtype=work, device=device) for _ in range(2)]
     cache = _local.__dict__.setdefault("chunks", {})
     if work not in cache:
@@ -177,7 +178,7 @@ def _one_pass(flat: torch.Tensor, work: torch.dtype, bins: int) -> tuple[torch.T
     """``[sum, sum of squares, min, max, non-zeros, *histogram]`` on ``flat``'s device, and how
     many values the histogram sampled (0: all of them)."""
     device = flat.device
-    size = CHUNK if device.type == "cpu" else flat.numel()
+    size = CHUNK if device.type == "cpu" else min(DEVICE_CHUNK, flat.numel())
     values, flags = _chunk_buffers(work, device, size)
     parts, norms = [], []
     for chunk in flat.split(size):
