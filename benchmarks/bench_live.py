@@ -15,6 +15,9 @@ the lowest and highest ratio of five consecutive windows of the rounds.
 
 Eager: ResNet-18 and a small CNN (15 leaf modules), batch 8 at 64x64; bar (issue 9) 1.05 on
 both clocks. Compiled: the small CNN, printed without a bar, with dynamo's graph breaks per arm.
+Interval (issue 17 §3, ``measure_interval``): ResNet-18 at 8x3x128x128 with 12 layers and
+gradients; the step ratio (bar 1.05) and the longest median interval between a key's records
+(bar 2.5 s). ``--only-interval`` runs only that arm.
 
     python benchmarks/bench_live.py            # full (about 7 minutes)
     python benchmarks/bench_live.py --quick    # CI smoke run (< 90 s)
@@ -287,7 +290,7 @@ def main() -> None:
         measure("small_cnn_64px", small_cnn(), False, 8, seconds)
         if not args.no_compile:
             measure("small_cnn_64px", small_cnn(), True, 8, seconds)
-    measure_interval(args.seconds or (20.0 if args.quick else 120.0))
+    measure_interval(args.seconds or (15.0 if args.quick else 120.0))
 
 
 if __name__ == "__main__":
