@@ -202,8 +202,9 @@ def measure(name: str, base: nn.Module, compiled: bool, batch: int, seconds: flo
         assert ex.errors == [], ex.errors
         ran = clocks[arm]() - since[arm]
         share = sum(reduced[arm]) / sum(per[arm]["cpu"])
+        size = statistics.median(sent[arm] or [0])  # quick mode under load may send none
         print(f"# [{label}] {arm}: {len(sent[arm]) / ran:.1f} updates/s sent over the arm's "
-              f"{ran:.1f} s, {statistics.median(sent[arm]):.0f} bytes median; reductions took "
+              f"{ran:.1f} s, {size:.0f} bytes median; reductions took "
               f"{share:.1%} of its CPU time; longest layer wait {waits[arm]:.1f} s")  # fmt: skip
         ex.close()
 
