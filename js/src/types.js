@@ -40,7 +40,7 @@
  *   shape: number[], dtype: string, numel: number,
  *   mean: number | null, std: number | null, min: number | null, max: number | null,
  *   zeros: number, nans: number, infs: number, hist: BinaryRef, lo: number, hi: number,
- *   l2?: number | null
+ *   l2?: number | null, every?: number, sampled?: number
  * }} WireItem
  */
 

@@ -344,7 +344,7 @@ class Explorer(ShownLater, FrontEnd):
             )
             if seen is not None:
                 self.shapes = seen
-        self.send(*stats_message(fit_budget(records)))
+        self.send(*stats_message(fit_budget(records), self._history))
 
     def _publish_errors(self, entries: list[dict]) -> None:
         with self._lock:

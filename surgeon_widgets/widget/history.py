@@ -9,10 +9,22 @@
 >>> series = history.layer("fc")["fc/output"]
 >>> series.steps, series.latest.mean
 ([1, 2], 1.0)
+
+``time`` is when a record was taken (the throttle's clock, in seconds); a key's update interval
+is derived from them:
+
+>>> timed = History()
+>>> for step, at in enumerate([0.0, 2.5, 5.0, 8.0]):
+...     timed.add(Record("fc/output", "fc", "output", "activation", step,
+...                      tensor_stats(torch.ones(2)), time=at))
+>>> timed.every("fc/output")
+2.5
 """
 
 from __future__ import annotations
 
+import itertools
+import statistics
 import threading
 from collections import deque
 from dataclasses import dataclass
@@ -20,7 +32,9 @@ from dataclasses import dataclass
 from ..engine.series import Series
 from ..engine.stats import TensorStats
 
-__all__ = ["History", "Record", "Series"]
+__all__ = ["INTERVALS", "History", "Record", "Series"]
+
+INTERVALS = 8  # a key's update interval is the median of its last this many
 
 
 @dataclass(frozen=True)
@@ -28,7 +42,8 @@ class Record:
     """Stats of one tensor leaf (``key`` = ``layer/leaf``) of one layer at one step.
 
     ``step`` is the index of the watched model's forward (shared by every layer and kind);
-    ``training`` is the model's mode in that forward (``None``: not known, e.g. a recorded run).
+    ``training`` is the model's mode in that forward (``None``: not known, e.g. a recorded run);
+    ``time``: when it was taken, in seconds of the throttle's clock (``None``: not known).
     """
 
     key: str
@@ -38,6 +53,7 @@ class Record:
     step: int
     stats: TensorStats
     training: bool | None = True
+    time: float | None = None
 
 
 class History:
@@ -61,6 +77,15 @@ class History:
     def keys(self, layer: str | None = None) -> list[str]:
         with self._lock:
             return [k for k, d in self._data.items() if layer is None or d[0].layer == layer]
+
+    def every(self, key: str) -> float | None:
+        """Median seconds between the last ``INTERVALS`` records of ``key`` (``None``: fewer
+        than two timed records)."""
+        with self._lock:
+            recent = list(self._data.get(key, ()))[-INTERVALS - 1 :]
+        times = [r.time for r in recent if r.time is not None]
+        gaps = [b - a for a, b in itertools.pairwise(times)]
+        return statistics.median(gaps) if gaps else None
 
     def latest(self) -> list[Record]:
         """The newest record of every key."""

@@ -221,6 +221,21 @@ def test_histogram_drawn_from_binary_payload(harness):
     assert "step 3" in page.inner_text('[data-layer="layer2"] .sw-leaf-title')
 
 
+def test_update_interval_and_sampled_histogram_are_shown(harness):
+    page = harness
+    mount(page, rows=ROWS, selected=["layer2"])
+    inject = "([c, a]) => window.harness.inject(c, a)"
+    counts = [{"dtype": "float32", "values": COUNTS}]
+    page.evaluate(inject, [{"type": "stats", "items": [item(step=1)]}, counts])
+    title, sampled = '[data-layer="layer2"] .sw-leaf-title', '[data-layer="layer2"] .sw-sampled'
+    assert page.inner_text(title) == "output · activation · step 1"  # no interval known yet
+    assert not page.is_visible(sampled)  # an exact histogram says nothing
+    later = item(step=9) | {"every": 2.6, "sampled": 65536}
+    page.evaluate(inject, [{"type": "stats", "items": [later]}, counts])
+    assert page.inner_text(title) == "output · activation · step 9 · every 2.6 s"
+    assert page.inner_text(sampled) == "histogram of 65,536 samples"
+
+
 def test_theme_switch_changes_background_and_redraws(harness):
     page = harness
     mount(page, selected=["layer2"])

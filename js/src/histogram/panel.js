@@ -5,6 +5,7 @@
 import { curvesBlock, paintCurves } from "../curves/view.js";
 import { cssVar, Disposer, formatCount, h, showNumber } from "../dom.js";
 import { readOnly } from "../read_only.js";
+import { everyText, sampledText } from "./cadence.js";
 import { barShare, drawHeat, drawHistogram } from "./draw.js";
 import { fullNum, modeText, rangeText, statsParts } from "./format.js";
 import { drawOutline, markRow, rebin, rowAt, sharedRange } from "./pin.js";
@@ -139,7 +140,7 @@ export class LayerPanels {
       const block = this.leafBlock(panel, key, it.layer, it.leaf, layer);
       const c = it.kind === "activation" ? color : it.kind === "weight" || it.kind === "update" ? weightColor : gradColor;
       const q = (/** @type {string} */ s) => /** @type {HTMLElement} */ (block.querySelector(s));
-      q(".sw-leaf-title").textContent = `${it.leaf} · ${it.kind} · step ${it.step}${modeText(it)}`;
+      q(".sw-leaf-title").textContent = `${it.leaf} · ${it.kind} · step ${it.step}${modeText(it)}${everyText(it)}`;
       const pin = this.pins.get(key);
       const [lo, hi] = pin ? sharedRange(it, pin) : [it.lo, it.hi];
       const bins = it.counts.length || 64;
@@ -176,6 +177,9 @@ export class LayerPanels {
         showNumber(value, text, full);
         return [`${i ? " " : ""}${label} `, value];
       }));
+      const sampled = q(".sw-sampled");
+      sampled.textContent = sampledText(it);
+      sampled.hidden = !sampled.textContent;
       paintCurves(q(".sw-curves"), history, { color: c, badColor });
     }
   }
@@ -204,6 +208,7 @@ export class LayerPanels {
         h("canvas", { class: "sw-hist", role: "img", "aria-label": `Histogram of ${layer} ${leaf}` }),
       ]),
       h("div", { class: "sw-range" }, [h("span", { class: "sw-lo" }), h("span", { class: "sw-range-title", text: "value" }), h("span", { class: "sw-hi" })]),
+      h("div", { class: "sw-sampled", hidden: true }),
       h("div", { class: "sw-heatrow" }, [
         h("div", { class: "sw-step-axis", "aria-hidden": "true" }, [
           h("span", { class: "sw-step-first" }), h("span", { class: "sw-step-title" }), h("span", { class: "sw-step-last" }),

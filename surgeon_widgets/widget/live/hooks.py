@@ -151,9 +151,10 @@ class LiveHooks:
         kind = key[1]
         mode = self.clock.training if training is None else training
         start = time.perf_counter()
+        at = self.throttle.now()
         try:
             records = [
-                Record(f"{name}/{leaf}", name, leaf, kind, step, tensor_stats(t), mode)
+                Record(f"{name}/{leaf}", name, leaf, kind, step, tensor_stats(t), mode, at)
                 for label, t in iter_tensors(value)
                 for leaf in [leaf_label(base, label)]
             ]
