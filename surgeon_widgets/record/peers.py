@@ -14,13 +14,16 @@ True
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
+import torch
 import torch.distributed as dist
 
 from ..engine.torch_internals import DEFAULT_STORE
+from .collect import RankMismatchError, check_same
 
-__all__ = ["Board", "recorder_group"]
+__all__ = ["Board", "agree_at_start", "name_other_layers", "recorder_group"]
 
 _GROUPS: dict[tuple, tuple[Any, Any]] = {}  # (ranks, backend, timeout) -> (world, group)
 _SERIALS: dict[tuple, tuple[Any, int]] = {}  # ranks -> (world, Recorders made on them)
@@ -58,6 +61,65 @@ def recorder_group(group: Any, timeout: timedelta | None = None) -> Any:
     return own
 
 
+def agree_at_start(
+    group: Any, keys: list[str], every: int, layer_hash: int, start: int | Exception,
+    writer: int, path: Path, device: torch.device,
+) -> int:  # fmt: skip
+    """The first step on every rank, from one fixed-shape collective at construction.
+
+    ``start``: the writer's first step, or its refusal of the folder (other ranks pass -1).
+    All ranks raise together (the refusal, or layer lists that differ, named) or start at the
+    writer's step. Without ``group`` (one rank) ``start`` is returned or raised.
+    """
+    refused = isinstance(start, Exception)
+    if group is None:
+        if refused:
+            raise start
+        return int(start)
+    k = float(len(keys))
+    first = -1.0 if refused else float(start)
+    probe = torch.tensor([layer_hash, -layer_hash, k, -k, first, float(refused)],
+                         dtype=torch.float64, device=device)  # fmt: skip
+    dist.all_reduce(probe, op=dist.ReduceOp.MAX, group=group)
+    probe = probe.cpu()
+    if probe[5] > 0:
+        if refused:
+            raise start
+        raise FileExistsError(
+            f"rank {writer} (the writer) refused {path}: its error says why (an existing run "
+            "needs resume=True; other files need a new folder)"
+        )
+    if probe[0] != -probe[1]:
+        name_other_layers(group, keys, every)
+    hint = ("Build the Recorder with the same layers, gradients, params and every on every "
+            "rank (it cannot merge keys that only some ranks have)")  # fmt: skip
+    check_same(probe[2:4], "the number of recorded keys", hint)
+    check_same(probe[0:2], "the recorded layers (hash of the layer list)", hint)
+    return int(probe[4])
+
+
+def name_other_layers(group: Any, keys: list[str], every: int) -> None:
+    """Ranks saw different layer lists (every rank calls this): raise, naming what differs."""
+    rank = dist.get_rank(group)
+    lists: list[Any] = [None] * dist.get_world_size(group)
+    dist.all_gather_object(lists, (keys, every), group=group)
+    for r, (theirs, their_every) in enumerate(lists):
+        if (theirs, their_every) == (keys, every):
+            continue
+        if sorted(theirs) == sorted(keys) and their_every == every:
+            what = (f"the same keys in another order: rank {rank} {keys}, rank {r} {theirs}; "
+                    "give the layers in one order on every rank")  # fmt: skip
+        elif their_every != every:
+            what = f"every={every} on rank {rank}, every={their_every} on rank {r}"
+        else:
+            what = (f"rank {r} has {[x for x in theirs if x not in keys]} and not "
+                    f"{[x for x in keys if x not in theirs]} (rank {rank})")  # fmt: skip
+        raise RankMismatchError(
+            f"ranks disagree on the recorded layers: {what}. Build the Recorder with the same "
+            "layers, gradients, params and every on every rank."
+        )
+
+
 class Board:
     """Notes of one Recorder's ranks in the job's store: each rank's last step, one error."""
 
@@ -93,6 +155,19 @@ class Board:
     def failure(self) -> str | None:
         """The error some rank reported, if any."""
         return self._read("failed")
+
+    def waited_in_vain(self, step: int, cause: BaseException) -> str:
+        """The error of a rank whose collective at ``step`` failed: where the others are."""
+        others = {r: s for r, s in self.steps().items() if r != self.rank}
+        where = ", ".join(f"rank {r} was last at step {'?' if s is None else s}"
+                          for r, s in others.items())  # fmt: skip
+        differ = any(s is not None and s != step for s in others.values())
+        head = ("ranks disagree on the step number" if differ
+                else "the other ranks did not join this step")  # fmt: skip
+        return (f"{head}: rank {self.rank} is at rec.step() of step {step}, {where} (it did not "
+                f"join: {cause}). One rank called rec.step() more or fewer times than the "
+                "others; pass your own step number, rec.step(step), to catch a skipped step at "
+                "once.")  # fmt: skip
 
     def _read(self, key: str) -> str | None:
         if self.store is None or not self._call("check", [self.prefix + key], raw=True):

@@ -46,11 +46,11 @@ from ..engine.tensors import first_tensor
 from ..engine.torch_internals import GRAPH_TASK_ID
 from ..engine.wrappers import unwrap
 from .accumulate import accumulate
-from .collect import RankMismatchError, check_same, distributed, layer_hash, reduce_buckets
+from .collect import RankMismatchError, distributed, layer_hash, reduce_buckets
 from .layout import BINS, CALLS, DTYPES, FIELDS, HAS, HEAD, MAX_WIDTH, RECORD, SUM_WIDTH, Key
 from .merge import merge, next_edges
 from .params import local_values
-from .peers import Board, recorder_group
+from .peers import Board, agree_at_start, recorder_group
 from .runfolder import RunWriter, first_step
 from .signals import on_stop_signals
 
@@ -186,7 +186,8 @@ class Recorder:
                 start = first_step(self.path, [k.key for k in self.keys], every, resume)
             except (OSError, ValueError) as error:
                 start = error
-        self._step = self._check_ranks_agree(start, writer)
+        self._step = agree_at_start(self._group, [k.key for k in self.keys], every, self._hash,
+                                    start, writer, self.path, self._device)  # fmt: skip
         self._writer = None
         if self._rank == writer:
             resume_at = self._step if (self.path / "manifest.json").exists() else None
@@ -301,92 +302,27 @@ class Recorder:
         first = next(iter(self.model.parameters()), None)
         return first.device if first is not None and not first.is_meta else torch.device("cpu")
 
-    def _check_ranks_agree(self, start: int | Exception, writer: int) -> int:
-        """One fixed-shape collective at construction: different layer lists would mispair.
-
-        It also carries the writer's first step (``resume``) or its refusal of the folder to
-        every rank, so all ranks raise together or start at the same step.
-        """
-        refused = isinstance(start, Exception)
-        if self._group is None:
-            if refused:
-                raise start
-            return int(start)
-        k = float(len(self.keys))
-        first = -1.0 if refused else float(start)
-        probe = torch.tensor([self._hash, -self._hash, k, -k, first, float(refused)],
-                             dtype=torch.float64, device=self._device)  # fmt: skip
-        dist.all_reduce(probe, op=dist.ReduceOp.MAX, group=self._group)
-        probe = probe.cpu()
-        if probe[5] > 0:
-            if refused:
-                raise start
-            raise FileExistsError(
-                f"rank {writer} (the writer) refused {self.path}: its error says why (an existing "
-                "run needs resume=True; other files need a new folder)"
-            )
-        if probe[0] != -probe[1]:
-            self._name_other_layers()
-        hint = ("Build the Recorder with the same layers, gradients, params and every on every "
-                "rank (it cannot merge keys that only some ranks have)")  # fmt: skip
-        check_same(probe[2:4], "the number of recorded keys", hint)
-        check_same(probe[0:2], "the recorded layers (hash of the layer list)", hint)
-        return int(probe[4])
-
-    def _name_other_layers(self) -> None:
-        """Every rank saw different layer lists: exchange them and say what differs."""
-        lists: list[Any] = [None] * self._world
-        dist.all_gather_object(lists, ([k.key for k in self.keys], self.every), group=self._group)
-        mine, every = lists[self._rank]
-        for r, (theirs, their_every) in enumerate(lists):
-            if (theirs, their_every) == (mine, every):
-                continue
-            if sorted(theirs) == sorted(mine) and their_every == every:
-                what = (f"the same keys in another order: rank {self._rank} {mine}, "
-                        f"rank {r} {theirs}; give the layers in one order on every rank")  # fmt: skip
-            elif their_every != every:
-                what = f"every={every} on rank {self._rank}, every={their_every} on rank {r}"
-            else:
-                what = (f"rank {r} has {[x for x in theirs if x not in mine]} and not "
-                        f"{[x for x in mine if x not in theirs]} (rank {self._rank})")  # fmt: skip
-            raise RankMismatchError(
-                f"ranks disagree on the recorded layers: {what}. Build the Recorder with the same "
-                "layers, gradients, params and every on every rank."
-            )
-
     def _peer_failure(self) -> str | None:
         return self._board.failure() if self._board is not None else None
 
     def _reduce(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The step's collectives; a rank that waited in vain names where the others are."""
-        if self._board is not None:
-            self._board.post(self._step)
+        group = self._group if self._group is not None else self.group
+        if self._board is None:
+            return reduce_buckets(self._sums.view(-1), self._maxes_flat, self._step, self._hash,
+                                  group)  # fmt: skip
+        self._board.post(self._step)
         try:
             return reduce_buckets(self._sums.view(-1), self._maxes_flat, self._step, self._hash,
-                                  self._group if self._group is not None else self.group)  # fmt: skip
+                                  group)  # fmt: skip
         except RankMismatchError as error:
-            message = str(error)
-            if isinstance(error.__cause__, RuntimeError) and self._board is not None:
-                message = self._where_the_others_are(error.__cause__)
-            if self._board is not None:
-                self._board.report(message)
-            if message == str(error):
+            cause = error.__cause__
+            if not isinstance(cause, RuntimeError):  # the ranks disagreed, every one knows
+                self._board.report(str(error))
                 raise
-            raise RankMismatchError(message) from error.__cause__
-
-    def _where_the_others_are(self, cause: BaseException) -> str:
-        assert self._board is not None
-        steps = self._board.steps()
-        others = {r: s for r, s in steps.items() if r != self._rank}
-        where = ", ".join(f"rank {r} was last at step {'?' if s is None else s}"
-                          for r, s in others.items())  # fmt: skip
-        differ = any(s is not None and s != self._step for s in others.values())
-        head = ("ranks disagree on the step number" if differ
-                else "the other ranks did not join this step")  # fmt: skip
-        return (f"{head}: rank {self._rank} is at rec.step() of step {self._step}, {where} (it "
-                f"did not join within the Recorder's timeout: {cause}). One rank called "
-                "rec.step() more or fewer times than the others; pass your own step number, "
-                "rec.step(step), to catch a skipped step at once.")  # fmt: skip
+            message = self._board.waited_in_vain(self._step, cause)
+            self._board.report(message)
+            raise RankMismatchError(message) from cause
 
     def _manifest(self, model: nn.Module) -> dict:
         return {

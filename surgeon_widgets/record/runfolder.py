@@ -146,7 +146,9 @@ def first_step(path: Path | str, keys: list[str], every: int, resume: bool) -> i
     try:
         manifest = read_json(manifest_path)
     except ValueError as error:
-        raise ValueError(f"{manifest_path} is torn or not JSON ({error}); nothing was changed")
+        raise ValueError(
+            f"{manifest_path} is torn or not JSON ({error}); nothing was changed"
+        ) from error
     old = [k["key"] for k in manifest.get("keys", [])]
     try:
         status = read_json(path / "status.json")
