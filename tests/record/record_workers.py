@@ -300,17 +300,16 @@ def steady_worker(rank: int, world: int, port: int, root: str, user_handler: boo
             time.sleep(0.01)
 
 
-def extra_step_worker(rank: int, world: int, port: int, root: str) -> None:
+def extra_step(rank: int, root: str) -> None:
     """Rank 1 calls rec.step() twice after step 1, under DDP: before, the Recorder's all_reduce
-    paired with DDP's and gloo aborted the job (SIGABRT)."""
-    init(rank, world, port, timeout=timedelta(seconds=20))
+    paired with DDP's and gloo aborted the job (SIGABRT). Ends the process."""
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     torch.manual_seed(0)
     wrapped = DDP(small_cnn())
     message, kind, started = "", "", time.monotonic()
     try:
-        with Recorder(wrapped, Path(root) / "run", layers=["0", "6"], every=1, timeout=3) as rec:
+        with Recorder(wrapped, Path(root) / "extra", layers=["0", "6"], every=1, timeout=3) as rec:
             for step in range(6):
                 wrapped(torch.randn(2, 3, 16, 16)).sum().backward()
                 rec.step()
@@ -322,14 +321,20 @@ def extra_step_worker(rank: int, world: int, port: int, root: str) -> None:
         {"message": message, "kind": kind, "seconds": time.monotonic() - started}
     ))  # fmt: skip
     if rank == 0:  # the writer: its folder says failed before it goes
-        Path(root, "state").write_text(read_run(Path(root) / "run").state)
+        Path(root, "state").write_text(read_run(Path(root) / "extra").state)
     os._exit(0)  # the training group is broken (a peer left mid-collective)
 
 
-def resume_worker(rank: int, world: int, port: int, root: str) -> None:
+def resume_then_extra_step_worker(rank: int, world: int, port: int, root: str) -> None:
+    """One job (a spawn is the slow part): :func:`resume`, then :func:`extra_step`."""
+    init(rank, world, port, timeout=timedelta(seconds=20))
+    resume(rank, root)
+    extra_step(rank, root)
+
+
+def resume(rank: int, root: str) -> None:
     """Record 4 steps, refuse the folder without resume, resume 3 more; layer lists that
     differ between ranks (order, names) and from the run being resumed are named."""
-    init(rank, world, port)
     folder = Path(root) / "run"
     torch.manual_seed(0)
     model = small_cnn()
@@ -368,5 +373,5 @@ def resume_worker(rank: int, world: int, port: int, root: str) -> None:
         out.update(steps=run.steps, state=run.state, status_step=run.status["step"],
                    ranks=[s.ranks for s in series.values], resumed=run.status["resumed"],
                    records=run.status["records"])  # fmt: skip
-    dist.destroy_process_group()
     Path(root, f"resume{rank}.json").write_text(json.dumps(out))
+    dist.barrier()

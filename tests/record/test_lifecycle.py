@@ -1,5 +1,8 @@
 """A run's life on 2 ranks (spawn + gloo): stopped by SIGTERM, lost when the writer is killed,
-failed on an extra rec.step() under DDP, resumed; and one process: signals, states, formats."""
+resumed, failed on an extra rec.step() under DDP; and in one process: signals, states, formats.
+
+Spawning is the slow part, so the 2-rank tests share jobs: two jobs at once in the first, one
+job that resumes and then takes the extra step in the second."""
 
 from __future__ import annotations
 
@@ -18,10 +21,10 @@ from spawning import start
 from surgeon_widgets import Recorder, read_run
 from surgeon_widgets.record.runfolder import LOST_AFTER, read_json, run_state, write_json
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = pytest.mark.timeout(150)
 
 
-def wait_for(path, seconds=30.0):
+def wait_for(path, seconds=60.0):  # generous: spawning under load is slow
     deadline = time.monotonic() + seconds
     while not path.exists():
         assert time.monotonic() < deadline, f"{path} never appeared"
@@ -29,66 +32,44 @@ def wait_for(path, seconds=30.0):
     return path.read_text()
 
 
-@pytest.mark.parametrize("user_handler", [True])  # the default action: one-process test below
-def test_sigterm_marks_the_run_stopped_then_the_previous_handler_runs(tmp_path, user_handler):
-    context = start(workers.steady_worker, str(tmp_path), user_handler)
+def test_sigterm_stops_a_run_and_a_killed_writer_loses_one(tmp_path):
+    # two jobs at once (a spawn is the slow part): torchrun's SIGTERM to every rank of the
+    # first, whose writer has its own handler; kill -9 of the second's writer
+    term, killed = tmp_path / "term", tmp_path / "killed"
+    jobs = [start(workers.steady_worker, str(term), True),
+            start(workers.steady_worker, str(killed), False)]  # fmt: skip
     try:
-        pids = [int(wait_for(tmp_path / f"ready{r}")) for r in (0, 1)]
-        for pid in pids:  # as torchrun stops a job: every rank at once
-            os.kill(pid, signal.SIGTERM)
+        writer = int(wait_for(killed / "ready0"))
+        lost = read_run(killed / "run")
+        assert lost.state == "running" and not lost.wait(0.3)
+        os.kill(writer, signal.SIGKILL)  # no handler, no atexit: status.json says running
+        started = time.monotonic()
+        for pid in [int(wait_for(term / f"ready{r}")) for r in (0, 1)]:
+            os.kill(pid, signal.SIGTERM)  # as torchrun stops a job: every rank at once
+        assert lost.wait(timeout=LOST_AFTER + 15), lost.status
+        waited = time.monotonic() - started
         deadline = time.monotonic() + 20
-        while any(p.is_alive() for p in context.processes) and time.monotonic() < deadline:
+        while any(p.is_alive() for p in jobs[0].processes) and time.monotonic() < deadline:
             time.sleep(0.05)
-        codes = [p.exitcode for p in context.processes]
+        codes = [p.exitcode for p in jobs[0].processes]
     finally:
-        for p in context.processes:
+        for p in jobs[0].processes + jobs[1].processes:
             p.kill()
-    run = read_run(tmp_path / "run")
+    assert lost.status["state"] == "running" and lost.state == "lost"
+    assert LOST_AFTER * 0.8 < waited < LOST_AFTER + 10, waited
+    assert lost.steps[:4] == [0, 1, 2, 3]
+    run = read_run(term / "run")
     assert run.state == "stopped" and run.status["signal"] == "SIGTERM", run.status
     assert run.wait(0) and run.steps[:4] == [0, 1, 2, 3]
     assert run.status["step"] == run.steps[-1]  # the last step ended, not the count of calls
-    if user_handler:  # the user's handler ran after ours (it saw stopped) and chose exit code 3
-        assert (tmp_path / "user_handler_ran").read_text() == "stopped"
-        assert codes[0] == 3, codes
-    else:  # the default action: the process ends by SIGTERM, as without the Recorder
-        assert codes[0] == -signal.SIGTERM, codes
+    # the user's handler ran after ours (it saw stopped) and chose the exit code; rank 1 had
+    # none: the default action, the process ends by SIGTERM as without the Recorder
+    assert (term / "user_handler_ran").read_text() == "stopped"
+    assert codes == [3, -signal.SIGTERM], codes
 
 
-def test_a_killed_writer_reads_lost_and_wait_returns(tmp_path):
-    context = start(workers.steady_worker, str(tmp_path), False)
-    try:
-        writer = int(wait_for(tmp_path / "ready0"))
-        run = read_run(tmp_path / "run")
-        assert run.state == "running" and not run.wait(0.3)
-        os.kill(writer, signal.SIGKILL)  # no handler, no atexit: status.json says running
-        started = time.monotonic()
-        assert run.wait(timeout=LOST_AFTER + 15), run.status
-        waited = time.monotonic() - started
-    finally:
-        for p in context.processes:
-            p.kill()
-    assert run.status["state"] == "running" and run.state == "lost"
-    assert LOST_AFTER * 0.8 < waited < LOST_AFTER + 10, waited
-    assert run.steps[:4] == [0, 1, 2, 3]
-
-
-def test_an_extra_step_under_ddp_is_a_rank_mismatch_on_both_ranks(spawn, tmp_path):
-    spawn(workers.extra_step_worker, str(tmp_path), timeout=60)
-    got = [json.loads((tmp_path / f"extra{r}.json").read_text()) for r in (0, 1)]
-    for g in got:  # no SIGABRT: each rank raised, naming both step numbers
-        assert g["kind"] == "RankMismatchError", got
-        assert "ranks disagree on the step number" in g["message"], got
-        assert "rank 1 is at rec.step() of step 2" in g["message"], got
-        assert "rank 0 was last at step 1" in g["message"], got
-        assert g["seconds"] < 25, got
-    assert (tmp_path / "state").read_text() == "failed"
-    run = read_run(tmp_path / "run")
-    assert run.state == "failed" and "rank 1 is at rec.step() of step 2" in run.status["error"]
-    assert "rank 0 was last at step 1" in run.status["error"]
-
-
-def test_resume_appends_and_a_used_folder_is_refused_untouched(spawn, tmp_path):
-    spawn(workers.resume_worker, str(tmp_path), timeout=60)
+def test_resume_appends_and_an_extra_step_under_ddp_fails_on_both_ranks(spawn, tmp_path):
+    spawn(workers.resume_then_extra_step_worker, str(tmp_path), timeout=80)
     out = [json.loads((tmp_path / f"resume{r}.json").read_text()) for r in (0, 1)]
     folder = str(tmp_path / "run")
     writer, other = out
@@ -106,6 +87,18 @@ def test_resume_appends_and_a_used_folder_is_refused_untouched(spawn, tmp_path):
     assert writer["ranks"] == [2] * 7 and writer["status_step"] == 6 and writer["records"] == 7
     assert [r["step"] for r in writer["resumed"]] == [4]
     assert writer["resumed"][0]["previous_state"] == "finished"
+    # an extra rec.step() on rank 1 (DDP): no SIGABRT, each rank raised, naming both steps
+    got = [json.loads((tmp_path / f"extra{r}.json").read_text()) for r in (0, 1)]
+    for g in got:
+        assert g["kind"] == "RankMismatchError", got
+        assert "ranks disagree on the step number" in g["message"], got
+        assert "rank 1 is at rec.step() of step 2" in g["message"], got
+        assert "rank 0 was last at step 1" in g["message"], got
+        assert g["seconds"] < 25, got
+    assert (tmp_path / "state").read_text() == "failed"
+    run = read_run(tmp_path / "extra")
+    assert run.state == "failed" and "rank 1 is at rec.step() of step 2" in run.status["error"]
+    assert "rank 0 was last at step 1" in run.status["error"]
 
 
 # -- one process --------------------------------------------------------------------------------
@@ -124,23 +117,26 @@ with Recorder(model, sys.argv[1], every=1, gradients=False) as rec:
 """
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_a_signal_in_one_process_stops_the_run_by_its_default_action(tmp_path, sig):
-    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(JOB), str(tmp_path)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+def test_a_signal_in_one_process_stops_the_run_then_its_default_action_runs(tmp_path):
+    signals = [signal.SIGTERM, signal.SIGINT]
+    procs = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(JOB), str(tmp_path / s.name)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for s in signals]  # fmt: skip
     try:
-        assert proc.stdout.readline().strip() == "ready"
-        proc.send_signal(sig)
-        code = proc.wait(timeout=30)
+        for proc, sig in zip(procs, signals):
+            assert proc.stdout.readline().strip() == "ready"
+            proc.send_signal(sig)
+        codes = [proc.wait(timeout=30) for proc in procs]
     finally:
-        proc.kill()
-    status = read_json(tmp_path / "status.json")
-    assert status["state"] == "stopped" and status["signal"] == signal.Signals(sig).name, status
-    if sig == signal.SIGTERM:
-        assert code == -signal.SIGTERM
-    else:  # Python's own SIGINT handler ran next: KeyboardInterrupt, the run stays stopped
-        assert code == -signal.SIGINT and "KeyboardInterrupt" in proc.stderr.read()
-    assert read_run(tmp_path).steps[:3] == [0, 1, 2]
+        for proc in procs:
+            proc.kill()
+    for sig, code in zip(signals, codes):
+        status = read_json(tmp_path / sig.name / "status.json")
+        assert status["state"] == "stopped" and status["signal"] == sig.name, status
+        assert code == -sig  # the default action: the exit status it would have had anyway
+        assert read_run(tmp_path / sig.name).steps[:3] == [0, 1, 2]
+    # Python's own SIGINT handler ran after ours: KeyboardInterrupt, and the run stays stopped
+    assert "KeyboardInterrupt" in procs[1].stderr.read()
 
 
 def test_handlers_are_put_back_at_close(tmp_path):
