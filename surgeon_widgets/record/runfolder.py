@@ -29,6 +29,7 @@ import socket
 import struct
 import threading
 import time
+import weakref
 import zlib
 from collections.abc import Callable
 from pathlib import Path
@@ -234,7 +235,9 @@ class RunWriter:
         self._save()
         self._files = [open(self.path / key.file, "ab") for key in keys]  # noqa: SIM115
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._beat_forever, args=(interval, watch),
+        # the thread holds the writer weakly: a writer nobody closed still goes, and its thread
+        self._thread = threading.Thread(target=_beat_forever,
+                                        args=(weakref.ref(self), self._stop, interval, watch),
                                         daemon=True, name="surgeon-recorder-heartbeat")  # fmt: skip
         self._thread.start()
 
@@ -301,13 +304,23 @@ class RunWriter:
                 if version == self._version:
                     return
 
-    def _beat_forever(self, interval: float, watch: Callable[[], str | None] | None) -> None:
-        """Rewrite the status every ``interval``; ``watch()``: another rank's error, if any."""
-        while not self._stop.wait(interval):
-            try:
-                failure = watch() if watch is not None else None
-                if failure is not None:
-                    self.fail(failure)
-                self._update()
-            except OSError:  # the folder went away; the training must not notice
-                pass
+
+def _beat_forever(
+    me: weakref.ref[RunWriter],
+    stop: threading.Event,
+    interval: float,
+    watch: Callable[[], str | None] | None,
+) -> None:
+    """Rewrite the status every ``interval``; ``watch()``: another rank's error, if any."""
+    while not stop.wait(interval):
+        writer = me()
+        if writer is None:
+            return
+        try:
+            failure = watch() if watch is not None else None
+            if failure is not None:
+                writer.fail(failure)
+            writer._update()
+        except OSError:  # the folder went away; the training must not notice
+            pass
+        del writer

@@ -213,6 +213,8 @@ class RunView(ipywidgets.VBox):
                 f"{status.get('step', '-')} · {len(self.run.layers)} layers · "
                 f"{self.run.world_size} rank(s) · <code>{html.escape(str(self.run.path))}</code>"
         )  # fmt: skip
+        if state == "stopped" and status.get("signal"):
+            text += f" · stopped by {html.escape(str(status['signal']))}"
         if status.get("error"):
             text += f"<br><span style='color:#cf222e'>{html.escape(str(status['error']))}</span>"
         age = time.time() - float(status.get("updated") or time.time())

@@ -363,8 +363,10 @@ def resume(rank: int, root: str) -> None:
             Recorder(model, Path(root) / name, layers=layers, every=1, gradients=False)
         except RankMismatchError as error:
             out[name] = str(error)
-    with Recorder(model, folder, layers=["0", "6"], every=1, gradients=False, resume=True) as rec:
-        out["first_step"] = rec._step
+    with Recorder(model, folder, layers=["0", "6"], every=1, gradients=False, resume=True) as again:
+        out["first_step"] = again._step
+        out["own_group_once"] = again._group is rec._group and rec._group is not dist.group.WORLD
+        rec = again
         train(rec, 3)
     dist.barrier()
     if rank == 0:

@@ -82,7 +82,7 @@ def test_resume_appends_and_an_extra_step_under_ddp_fails_on_both_ranks(spawn, t
         assert "another order" in o["order"] and "['0/output', '6/output']" in o["order"], o
         assert "['6/output', '0/output']" in o["order"] and "hash" not in o["order"]
         assert "'2/output'" in o["names"] and "'6/output'" in o["names"], o
-        assert o["first_step"] == 4
+        assert o["first_step"] == 4 and o["own_group_once"]
     assert writer["steps"] == list(range(7)) and writer["state"] == "finished"
     assert writer["ranks"] == [2] * 7 and writer["status_step"] == 6 and writer["records"] == 7
     assert [r["step"] for r in writer["resumed"]] == [4]
