@@ -301,7 +301,8 @@ def test_import_and_public_names_work_with_every_private_api_missing(tmp_path):
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     said = eval(done.stdout.strip().splitlines()[-1])
-    assert sorted(e.name for e in door.ENTRIES) == said  # every entry was needed and said
+    # every entry was needed and said; the job's store only by Recorders over 2+ ranks (below)
+    assert sorted(e.name for e in door.ENTRIES if e is not door.DEFAULT_STORE) == said
 
 
 def test_default_store_missing_leaves_the_recorders_board_blank(missing):
