@@ -310,6 +310,7 @@ def extra_step(rank: int, root: str) -> None:
     message, kind, started = "", "", time.monotonic()
     try:
         with Recorder(wrapped, Path(root) / "extra", layers=["0", "6"], every=1, timeout=3) as rec:
+            started = time.monotonic()
             for step in range(6):
                 wrapped(torch.randn(2, 3, 16, 16)).sum().backward()
                 rec.step()

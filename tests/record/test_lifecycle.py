@@ -40,11 +40,12 @@ def test_sigterm_stops_a_run_and_a_killed_writer_loses_one(tmp_path):
             start(workers.steady_worker, str(killed), False)]  # fmt: skip
     try:
         writer = int(wait_for(killed / "ready0"))
+        ranks = [int(wait_for(term / f"ready{r}")) for r in (0, 1)]
         lost = read_run(killed / "run")
         assert lost.state == "running" and not lost.wait(0.3)
         os.kill(writer, signal.SIGKILL)  # no handler, no atexit: status.json says running
         started = time.monotonic()
-        for pid in [int(wait_for(term / f"ready{r}")) for r in (0, 1)]:
+        for pid in ranks:
             os.kill(pid, signal.SIGTERM)  # as torchrun stops a job: every rank at once
         assert lost.wait(timeout=LOST_AFTER + 15), lost.status
         waited = time.monotonic() - started
