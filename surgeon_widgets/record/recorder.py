@@ -222,9 +222,11 @@ class Recorder:
         """End one optimizer step: on a recording step, merge over ranks and write the records.
 
         Call it on every rank, once per optimizer step, after ``backward()``. ``step``: your
-        own step number (default: the count of calls so far). Passing it lets a rank that
-        skipped a step be caught at once (the ranks' numbers differ: :class:`RankMismatchError`
-        on every rank); without it a skipped call shows as a timeout of the last collective.
+        own step number (default: the last one + 1, from 0 or after a resumed run's last).
+        Passing it lets a rank that skipped a step be caught at once (the ranks' numbers
+        differ: :class:`RankMismatchError` on every rank); without it a skipped or extra call
+        is a :class:`RankMismatchError` when the Recorder's collective times out (``timeout``),
+        naming each rank's last step, and the other ranks raise it when theirs fail.
         """
         if self._closed:
             raise RuntimeError("this Recorder is closed; make a new one to record again")
