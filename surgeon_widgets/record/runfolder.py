@@ -246,9 +246,13 @@ class RunWriter:
         return str(self._status["state"])
 
     def append(
-        self, step: int, rows: np.ndarray, hists: np.ndarray, which: list[int] | None = None
-    ) -> int:
-        """Append the records of ``which`` keys (default all) at ``step``; return bytes written."""
+        self, step: int, rows: np.ndarray, hists: np.ndarray, which: list[int] | None = None,
+        beat: bool = True,
+    ) -> int:  # fmt: skip
+        """Append the records of ``which`` keys (default all) at ``step``; return bytes written.
+
+        ``beat=False``: the status follows at most once a second (a live view's many records).
+        """
         written = 0
         for i in range(len(rows)) if which is None else which:
             data = pack_record(step, rows[i], hists[i])
@@ -258,8 +262,20 @@ class RunWriter:
                 os.fsync(self._files[i].fileno())
             written += len(data)
         self.bytes += written
-        self._update(step=step, last_record=step, records=self._status["records"] + 1)
+        changes = {"step": step, "last_record": step, "records": self._status["records"] + 1}
+        if beat:
+            self._update(**changes)
+        else:  # the heartbeat thread writes it within a second
+            self._status.update(changes)
         return written
+
+    def add_key(self, key: Key, manifest: dict) -> None:
+        """Start the (empty) file of a new ``key`` and replace the manifest that lists it."""
+        if key.index != len(self._files):
+            raise ValueError(f"key {key.key!r} has index {key.index}, expected {len(self._files)}")
+        (self.path / key.file).write_bytes(b"")
+        self._files.append(open(self.path / key.file, "ab"))  # noqa: SIM115
+        write_json(self.path / "manifest.json", {"format": FORMAT, **manifest})
 
     def beat(self, step: int) -> None:
         """``rec.step()`` ended ``step`` (written by the next heartbeat)."""
