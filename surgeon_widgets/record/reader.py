@@ -12,8 +12,10 @@ wrong (a torn or zero-filled tail is never read as data; it is tried again on th
 ...     for _ in range(3):
 ...         _ = model(torch.ones(2, 4)); rec.step()
 >>> run = read_run(folder)
->>> run.layers, run.steps, run.status["state"]
-(['0'], [0, 1, 2], 'finished')
+>>> run.layers, run.steps, run.state, run.status["step"]
+(['0'], [0, 1, 2], 'finished', 2)
+>>> run.wait(timeout=1)
+True
 >>> run.stats("0")["0/output"].latest.numel
 6
 """
@@ -21,6 +23,7 @@ wrong (a torn or zero-filled tail is never read as data; it is tried again on th
 from __future__ import annotations
 
 import math
+import time
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,9 +34,9 @@ from ..engine.naming import UnknownNameError
 from ..engine.series import Series
 from ..engine.stats import TensorStats
 from .layout import BINS, DTYPES, FIELDS, MAGIC, RECORD
-from .runfolder import FORMAT, read_json
+from .runfolder import STATES, check_format, read_json, run_state
 
-__all__ = ["Run", "RunStats", "read_run"]
+__all__ = ["STATES", "Run", "RunStats", "read_run"]
 
 F = {name: i for i, name in enumerate(FIELDS)}
 
@@ -112,10 +115,7 @@ class Run:
                 "writes one when it starts"
             )
         self.manifest = read_json(manifest_path)
-        if self.manifest.get("format") != FORMAT:
-            raise ValueError(
-                f"{manifest_path}: format {self.manifest.get('format')!r}, expected {FORMAT!r}"
-            )
+        check_format(self.manifest, manifest_path)
         if self.manifest["record"]["size"] != RECORD.size:
             raise ValueError(
                 f"{manifest_path}: record size {self.manifest['record']['size']}, "
@@ -145,11 +145,34 @@ class Run:
 
     @property
     def status(self) -> dict:
-        """``status.json`` as it is now: ``state`` (running / finished / failed), ``step``, ..."""
+        """``status.json`` as it is now: ``state`` as written, ``step`` (the last step
+        ``rec.step()`` ended), ``last_record``, ``updated`` (heartbeat), ``error``, ``signal``."""
         try:
             return read_json(self.path / "status.json")
         except (FileNotFoundError, ValueError):  # between renames on some network filesystems
             return {"state": "unknown", "step": None, "last_record": None}
+
+    @property
+    def state(self) -> str:
+        """One of ``running, finished, failed, stopped, lost`` (see :data:`STATES`).
+
+        ``stopped``: SIGTERM / SIGINT (``status["signal"]`` names it); ``lost``: the status
+        says running but its heartbeat stopped and the writer is gone.
+        """
+        status = self.status
+        return "running" if status.get("state") == "unknown" else run_state(status)
+
+    def wait(self, timeout: float | None = None, poll: float = 0.2) -> bool:
+        """Block until the run is no longer running (or ``timeout`` seconds passed); then read
+        what was appended. True when it ended (``run.state`` says how)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.state == "running":
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return False
+            time.sleep(poll if left is None else min(poll, left))
+        self.refresh()
+        return True
 
     @property
     def steps(self) -> list[int]:
@@ -215,7 +238,7 @@ class Run:
     def __repr__(self) -> str:
         s = self.status
         return (f"Run({str(self.path)!r}, {len(self.layers)} layers, {len(self.steps)} steps, "
-                f"{s.get('state')}, last step {s.get('step')})")  # fmt: skip
+                f"{run_state(s)}, last step {s.get('step')})")  # fmt: skip
 
 
 def read_run(path: Path | str) -> Run:

@@ -113,8 +113,8 @@ class RunView(ipywidgets.VBox):
 
     @property
     def state(self) -> str:
-        """``running``, ``finished`` or ``failed`` (``unknown`` before the first status)."""
-        return str(self.run.status.get("state"))
+        """``running``, ``finished``, ``failed``, ``stopped`` or ``lost`` (as ``Run.state``)."""
+        return self.run.state
 
     @property
     def last_step(self) -> int | None:
@@ -144,7 +144,7 @@ class RunView(ipywidgets.VBox):
         return new
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Block until the run has finished or failed and everything is read (or ``timeout``)."""
+        """Block until the run is no longer running and everything is read (or ``timeout``)."""
         return self._done.wait(timeout)
 
     def close(self) -> None:
@@ -173,7 +173,7 @@ class RunView(ipywidgets.VBox):
                 self.refresh()
             except Exception as error:  # shown in the view (repeats counted); keep following
                 self._errors.add(f"reading the run: {error}", error=error)
-            if state in ("finished", "failed"):
+            if state != "running":
                 self._done.set()
                 return
             self._stop.wait(self.poll)
@@ -203,9 +203,9 @@ class RunView(ipywidgets.VBox):
 
     def _show_status(self) -> None:
         status = self.run.status
-        state = str(status.get("state"))
+        state = self.run.state
         # finished reads in the theme's own text colour (light and dark)
-        colour = {"running": "#1a7f37", "failed": "#cf222e"}.get(
+        colour = {"running": "#1a7f37", "failed": "#cf222e", "lost": "#cf222e"}.get(
             state, "var(--jp-ui-font-color1, inherit)" if state == "finished" else "#9a6700"
         )
         text = (f"<b style='color:{colour}'>{html.escape(state)}</b> · last recorded step "
@@ -213,6 +213,8 @@ class RunView(ipywidgets.VBox):
                 f"{status.get('step', '-')} · {len(self.run.layers)} layers · "
                 f"{self.run.world_size} rank(s) · <code>{html.escape(str(self.run.path))}</code>"
         )  # fmt: skip
+        if state == "stopped" and status.get("signal"):
+            text += f" · stopped by {html.escape(str(status['signal']))}"
         if status.get("error"):
             text += f"<br><span style='color:#cf222e'>{html.escape(str(status['error']))}</span>"
         age = time.time() - float(status.get("updated") or time.time())
