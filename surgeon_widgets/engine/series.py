@@ -9,8 +9,8 @@ values are a :class:`StatsTable` (numpy columns, each TensorStats built when it 
 >>> s = Series("fc/output", "fc", "output", "activation", [3], [tensor_stats(torch.ones(2))])
 >>> s.latest.mean
 1.0
->>> s.histogram(3).counts.sum(), s.columns()["numel"].tolist()
-(np.float32(2.0), [2])
+>>> int(s.histogram(3).counts.sum()), s.columns()["numel"].tolist()
+(2, [2])
 """
 
 from __future__ import annotations
@@ -54,7 +54,8 @@ def import_pandas() -> Any:
         import pandas
     except ImportError as error:
         raise ImportError(
-            "to_pandas() needs pandas, an optional dependency: pip install 'surgeon-widgets[pandas]'"
+            "to_pandas() needs pandas (an optional dependency): "
+            "pip install 'surgeon-widgets[pandas]'"
         ) from error
     return pandas
 
@@ -93,6 +94,13 @@ class Series:
         """The most recent stats."""
         return self.values[-1]
 
+    def tail(self, n: int) -> Series:
+        """The same series with its last ``n`` steps only (a recorded one reads no more)."""
+        cut = max(len(self.steps) - n, 0)
+        modes = self.training[cut:] if len(self.training) == len(self.steps) else []
+        return Series(self.key, self.layer, self.leaf, self.kind, list(self.steps[cut:]),
+                      self.values[cut:], list(modes))  # fmt: skip
+
     def columns(self) -> dict[str, np.ndarray]:
         """``{column: array}`` of :data:`COLUMNS`, one entry per step."""
         return stats_columns(self.values)
@@ -104,7 +112,7 @@ class Series:
         """
         modes = list(self.training) if len(self.training) == len(self.steps) else []
         for i in range(len(self.steps) - 1, -1, -1):
-            if self.steps[i] == step and (training is None or modes and modes[i] == training):
+            if self.steps[i] == step and (training is None or (modes and modes[i] == training)):
                 v = self.values[i]
                 return Histogram(np.linspace(v.lo, v.hi, len(v.hist) + 1), np.asarray(v.hist))
         near = sorted(set(self.steps), key=lambda s: (abs(s - step), s))[:3]
