@@ -202,7 +202,11 @@ class RecordedStats(StatsTable):
         for start in range(0, len(self), 4096):  # a block of records per file read
             yield from self._stats(np.arange(start, min(start + 4096, len(self))))
 
-    def _stats(self, rows: np.ndarray) -> list[RunStats]:
+    def records(self, rows: np.ndarray | None = None) -> np.ndarray:
+        """The records (all, or ``rows``) as read back from the file: a RECORD_DTYPE array."""
+        rows = np.arange(len(self)) if rows is None else rows
+        if not len(rows):
+            return np.zeros(0, RECORD_DTYPE)
         offsets, steps = self._columns["offset"][rows], self._columns["step"][rows]
         first = int(offsets.min())
         span = int(offsets.max()) - first + SIZE
@@ -218,6 +222,10 @@ class RecordedStats(StatsTable):
                 "are no longer where they were): the run folder was rewritten; read_run(path) "
                 "again"
             )
+        return records
+
+    def _stats(self, rows: np.ndarray) -> list[RunStats]:
+        records = self.records(rows)
         rows = records[list(FIELDS)].tolist()
         return [to_stats(dict(zip(FIELDS, row)), hist) for row, hist in zip(rows, records["hist"])]
 
@@ -279,7 +287,8 @@ class KeyFile:
         self.missing = False
         offsets, bad, used = scan(data)
         records = gather(data, offsets)
-        chunk = {"step": records["step"], "offset": offsets.astype(np.int64) + self.offset}
+        # copies: a view of ``records`` would keep its histograms in memory
+        chunk = {"step": records["step"].copy(), "offset": offsets.astype(np.int64) + self.offset}
         for name in FIELDS:
             chunk[name] = narrow(records[name]) if name in COUNTS else records[name].copy()
         if len(offsets):

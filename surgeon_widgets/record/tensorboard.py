@@ -15,7 +15,6 @@ crc32c of every frame is computed at once with numpy (:func:`crc32c_many`).
 
 from __future__ import annotations
 
-import math
 import socket
 import struct
 import time
@@ -24,8 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
+from ..engine.series import Series
 from .layout import BINS
-from .reader import RunStats, read_run
+from .reader import read_run
 
 __all__ = ["crc32c", "crc32c_many", "export_tensorboard", "frames"]
 
@@ -153,28 +153,65 @@ def _event(
     return out
 
 
-def _scalar(tag: str, value: float) -> bytes:
-    return _bytes(1, _bytes(1, tag.encode()) + _field(2, 5, struct.pack("<f", value)))
+def _rows(n: int, *parts: bytes | np.ndarray) -> np.ndarray:
+    """``n`` encoded messages side by side: a ``bytes`` part is the same in every row, an array
+    part is one little-endian number (or a row of them) per message."""
+    columns = []
+    for part in parts:
+        if isinstance(part, bytes):
+            columns.append(np.broadcast_to(np.frombuffer(part, np.uint8), (n, len(part))))
+        else:
+            columns.append(np.ascontiguousarray(part.reshape(n, -1)).view(np.uint8))
+    return np.concatenate(columns, axis=1)
 
 
-def _histogram(tag: str, s: RunStats) -> bytes:
-    n = s.numel - s.nans - s.infs
-    mean = s.mean or 0.0
-    var = (s.std or 0.0) ** 2 * max(n - 1, 1)
-    if s.under or s.over or s.hist.any():
-        width = (s.hi - s.lo) / BINS
-        limits = [s.lo, *(s.lo + width * (i + 1) for i in range(BINS)), 1.7976931348623157e308]
-        counts = [float(s.under), *map(float, s.hist), float(s.over)]
-    else:  # a first record has no bins yet: one bucket holding every value
-        limits, counts = [s.max if s.max is not None else 0.0], [float(n)]
-    histo = (
-        _double(1, s.min if s.min is not None else 0.0)
-        + _double(2, s.max if s.max is not None else 0.0)
-        + _double(3, float(n)) + _double(4, mean * n) + _double(5, var + n * mean * mean)
-        + _bytes(6, struct.pack(f"<{len(limits)}d", *limits))
-        + _bytes(7, struct.pack(f"<{len(counts)}d", *counts))
-    )  # fmt: skip
-    return _bytes(1, _bytes(1, tag.encode()) + _bytes(5, histo))
+def _values(key: str, series: Series) -> list[bytes]:
+    """Per record of a recorded ``series``: its histogram and finite scalars, Summary values."""
+    records, c = series.values.records(), series.columns()  # a RecordedStats: read at once
+    n = len(records)
+    tag = _bytes(1, key.encode())
+    total = (c["numel"] - c["nans"] - c["infs"]).astype(np.float64)
+    has = np.isfinite(c["mean"])
+    mean, std = np.where(has, c["mean"], 0.0), np.where(has, c["std"], 0.0)
+    sums = mean * total
+    squares = std * std * np.maximum(total - 1, 1) + total * mean * mean
+    low, high = np.where(has, c["min"], 0.0), np.where(has, c["max"], 0.0)
+    binned = (records["under"] > 0) | (records["over"] > 0) | records["hist"].any(axis=1)
+    lo = np.where(np.isfinite(records["lo"]), records["lo"], low)
+    width = (np.where(np.isfinite(records["hi"]), records["hi"], high) - lo) / BINS
+    bins = records["hist"].shape[1]
+    limits = np.concatenate([lo[:, None], lo[:, None] + width[:, None] * np.arange(1, bins + 1),
+                             np.full((n, 1), np.finfo(np.float64).max)], axis=1)  # fmt: skip
+    counts = np.concatenate([records["under"][:, None], records["hist"].astype(np.float64),
+                             records["over"][:, None]], axis=1)  # fmt: skip
+    out = [b""] * n
+    for rows, lim, cnt in (  # outer buckets around the bins; a first record: one bucket
+        (np.flatnonzero(binned), limits, counts),
+        (np.flatnonzero(~binned), high[:, None], total[:, None]),
+    ):
+        if not len(rows):
+            continue
+        k = len(rows)
+        packed = _varint(8 * lim.shape[1])
+        histo_len = 5 * 9 + 2 * (1 + len(packed) + 8 * lim.shape[1])
+        value_len = len(tag) + 1 + len(_varint(histo_len)) + histo_len
+        encoded = _rows(
+            k, b"\x0a" + _varint(value_len) + tag + b"\x2a" + _varint(histo_len) + b"\x09",
+            low[rows], b"\x11", high[rows], b"\x19", total[rows], b"\x21", sums[rows], b"\x29",
+            squares[rows], b"\x32" + packed, lim[rows].astype("<f8"), b"\x3a" + packed,
+            cnt[rows].astype("<f8"),
+        )  # fmt: skip
+        for i, row in zip(rows, encoded):
+            out[i] = row.tobytes()
+    for name, column in (("mean", c["mean"]), ("std", c["std"]), ("nans", c["nans"])):
+        inner = _bytes(1, f"{key}/{name}".encode()) + b"\x15"
+        values = column.astype(np.float64)
+        rows = np.flatnonzero(np.isfinite(values))
+        encoded = _rows(len(rows), b"\x0a" + _varint(len(inner) + 4) + inner,
+                        values[rows].astype("<f4"))  # fmt: skip
+        for i, row in zip(rows, encoded):
+            out[i] += row.tobytes()
+    return out
 
 
 def frames(events: Sequence[bytes]) -> bytes:
@@ -201,12 +238,8 @@ def export_tensorboard(run_path: str | Path, out: str | Path) -> Path:
     by_step: dict[int, list[bytes]] = {}
     for layer in run.layers:
         for key, series in run.stats(layer).items():
-            for step, s in zip(series.steps, series.values):
-                values = [_histogram(key, s)]
-                for name, v in (("mean", s.mean), ("std", s.std), ("nans", float(s.nans))):
-                    if v is not None and math.isfinite(v):
-                        values.append(_scalar(f"{key}/{name}", v))
-                by_step.setdefault(step, []).extend(values)
+            for step, values in zip(series.steps, _values(key, series)):
+                by_step.setdefault(step, []).append(values)
     events = [_event(0, wall, version="brain.Event:2")]
     events += [_event(step, wall + step * 1e-3, summary=b"".join(by_step[step]))
                for step in sorted(by_step)]  # fmt: skip
