@@ -235,6 +235,25 @@ def test_live_series_to_pandas_and_histogram():
         series.histogram(4, training=False)
 
 
+def test_live_explorer_series_to_pandas_equals_its_values(make):
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU())
+    ex = make(model, max_rate=0)
+    ex.select(["1"])
+    model.eval()
+    model(torch.randn(6, 4))
+    model.train()
+    model(torch.randn(6, 4) - 1)
+    series = ex.stats("1")["1/output"]
+    df = series.to_pandas()
+    assert df.index.tolist() == series.steps and df["training"].tolist() == [False, True]
+    for step, v in zip(series.steps, series.values):
+        assert df.loc[step, ["numel", "mean", "std", "min", "max", "l2", "zeros"]].tolist() == [
+            v.numel, v.mean, v.std, v.min, v.max, v.l2, v.zeros
+        ]  # fmt: skip
+        assert np.array_equal(series.histogram(step).counts, v.hist)
+    assert df["zeros"].iloc[1] > 0  # ReLU of mostly negative inputs
+
+
 def test_to_pandas_without_pandas_names_the_extra(recorded, monkeypatch):
     monkeypatch.setitem(sys.modules, "pandas", None)  # `import pandas` raises ImportError
     run = read_run(recorded[0])
