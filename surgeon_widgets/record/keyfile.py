@@ -53,7 +53,7 @@ SIZE = RECORD.size
 # fields holding whole numbers, kept in the narrowest integer type (the rest stay float64)
 COUNTS = frozenset(
     ["ranks", "calls", "numel", "finite", "nans", "infs", "zeros", "under", "over", "ndim",
-     "dtype", *(name for name in FIELDS if name.startswith("dim"))]
+     "dtype", "eval_calls", "mode", *(name for name in FIELDS if name.startswith("dim"))]
 ) & set(FIELDS)  # fmt: skip
 NARROW = (np.uint8, np.int8, np.uint16, np.int16, np.uint32, np.int32)
 
@@ -78,9 +78,9 @@ def valid(buf: memoryview, offsets: np.ndarray) -> np.ndarray:
     raw = np.frombuffer(buf, np.uint8)
     ok = (raw[offsets[:, None] + np.arange(4)] == np.frombuffer(MAGIC, np.uint8)).all(axis=1)
     stored = raw[offsets[:, None] + np.arange(SIZE - 4, SIZE)].copy().view("<u4")[:, 0]
-    for i in np.flatnonzero(ok):
-        o = int(offsets[i])
-        ok[i] = zlib.crc32(buf[o : o + SIZE - 4]) == stored[i]
+    crc, body = zlib.crc32, SIZE - 4
+    ok[ok] = [crc(buf[o : o + body]) == want
+              for o, want in zip(offsets[ok].tolist(), stored[ok].tolist())]  # fmt: skip
     return ok
 
 

@@ -156,10 +156,8 @@ class Run:
 
     def _series(self, i: int) -> Series:
         key, f = self.keys[i], self._files[i]
-        columns = f.columns
-        training = columns["training"].astype(bool).tolist() if "training" in columns else []
         return Series(key["key"], key["layer"], key["leaf"], key["kind"],
-                      columns["step"].tolist(), f.values(), training)  # fmt: skip
+                      f.steps.tolist(), f.values())  # fmt: skip
 
     def stats(self, layer: str) -> dict[str, Series]:
         """``{key: Series}`` of ``layer``: activations, then gradients, then parameters."""
