@@ -83,8 +83,10 @@ class Run:
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
         self.manifest = read_manifest(self.path)
-        self.keys: list[dict] = self.manifest["keys"]
-        self._files = [KeyFile(self.path / key["file"]) for key in self.keys]
+        self.keys: list[dict] = []
+        self._files: list[KeyFile] = []
+        self._manifest_mtime = (self.path / "manifest.json").stat().st_mtime_ns
+        self._take_keys(self.manifest)
         self.refresh()
 
     @property
@@ -150,8 +152,26 @@ class Run:
         """Memory held for the records read so far (histograms stay on disk)."""
         return sum(f.nbytes for f in self._files)
 
+    def _take_keys(self, manifest: dict) -> None:
+        # a live Explorer's run (Explorer(run_dir=)) lists a key once it first records it
+        self.manifest = manifest
+        for key in manifest["keys"][len(self.keys) :]:
+            self.keys.append(key)
+            self._files.append(KeyFile(self.path / key["file"]))
+
+    def _new_keys(self) -> None:
+        path = self.path / "manifest.json"
+        try:
+            mtime = path.stat().st_mtime_ns
+            if mtime != self._manifest_mtime:
+                self._take_keys(read_json(path))
+                self._manifest_mtime = mtime
+        except (FileNotFoundError, ValueError):  # between renames: the next refresh sees it
+            pass
+
     def refresh(self) -> int:
         """Read the records appended since the last call; return how many were new."""
+        self._new_keys()
         return sum(f.refresh() for f in self._files)
 
     def _series(self, i: int) -> Series:
