@@ -21,6 +21,7 @@ True
 
 from __future__ import annotations
 
+import bisect
 import html
 import threading
 import time
@@ -55,18 +56,22 @@ class RunExplorerView(FrontEnd):
     run = t.Dict().tag(sync=True)  # {layers: recorded}: the front end shows a run (PROTOCOL.md)
 
 
-def records(series: Series, since: int = -1) -> list[Record]:
-    """The :class:`Record`s of ``series`` after step ``since`` (the wire form's input).
+def records(series: Series, since: int = -1, limit: int = HISTORY) -> list[Record]:
+    """The last ``limit`` :class:`Record`s of ``series`` after step ``since`` (the wire form).
 
-    A run does not record the model's train / eval mode: ``training`` is ``None`` (not sent).
+    Only those are built: a recorded series of 10k steps reads 256 histograms, not 10k.
+
+    Where a run does not record the model's train / eval mode, ``training`` is ``None`` (not sent).
     Recorded parameters (kind ``parameter``) go out as the live Explorer's ``weight`` items, so
     the front end orders and colours them the same.
     """
     kind = WIRE_KIND.get(series.kind, series.kind)
+    start = max(bisect.bisect_right(series.steps, since), len(series.steps) - limit)
+    known = len(series.training) == len(series.steps)
+    modes = list(series.training[start:]) if known else [None] * (len(series.steps) - start)
     return [
-        Record(series.key, series.layer, series.leaf, kind, step, stats, training=None)
-        for step, stats in zip(series.steps, series.values)
-        if step > since
+        Record(series.key, series.layer, series.leaf, kind, step, stats, training=mode)
+        for step, stats, mode in zip(series.steps[start:], series.values[start:], modes)
     ]
 
 
@@ -161,7 +166,8 @@ class RunView(ipywidgets.VBox):
     def _repr_mimebundle_(self, **kwargs: Any) -> dict | tuple | None:
         bundle = super()._repr_mimebundle_(**kwargs)
         rows = tree.filter_rows(self.view.rows, self.view.search)
-        layers = {n: self.stats(n) for n in self.view.selected if n in self.run.layers}
+        layers = {n: {k: s.tail(HISTORY) for k, s in self.stats(n).items()}
+                  for n in self.view.selected if n in self.run.layers}  # as much as the view shows
         return with_png(bundle, static_png(rows, layers))
 
     # -- following --------------------------------------------------------------------------
@@ -197,7 +203,7 @@ class RunView(ipywidgets.VBox):
         if isinstance(content, dict) and content.get("type") == "clear_errors":
             self._errors.clear()  # the error list's Clear button (PROTOCOL.md)
         if isinstance(content, dict) and content.get("type") == "hello":
-            history = {s.key: records(s)[-HISTORY:] for s in self._series()}
+            history = {s.key: records(s) for s in self._series()}
             latest = fit_budget([recs[-1] for recs in history.values() if recs])
             self.view.send(*snapshot_message(latest, history))
 
