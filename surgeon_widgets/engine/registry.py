@@ -86,10 +86,24 @@ class HookRegistry:
         return self._add("backward", name, module.register_full_backward_hook(fn))
 
     def tensor(
-        self, tensor: torch.Tensor, fn: Callable[..., Any], name: str = ""
+        self, tensor: torch.Tensor, fn: Callable[..., Any], name: str = "", once: bool = False
     ) -> RemovableHandle:
-        """Register ``fn(grad)`` on a tensor (runs during ``backward()``)."""
-        return self._add("tensor", name, tensor.register_hook(fn))
+        """Register ``fn(grad)`` on a tensor (runs during ``backward()``); ``once``: removed
+        after its first call (a forward's output gets one gradient per backward)."""
+        if not once:
+            return self._add("tensor", name, tensor.register_hook(fn))
+        me, handles = weakref.ref(self), []  # the tensor must not keep the registry alive
+
+        def run_once(grad: torch.Tensor) -> Any:
+            # removing itself while autograd runs the hooks is safe: it iterates a copy of
+            # the hook dict's values (pytorch/pytorch#58354)
+            registry = me()
+            if registry is not None:
+                registry._discard(handles[0])
+            return fn(grad)
+
+        handles.append(self._add("tensor", name, tensor.register_hook(run_once)))
+        return handles[0]
 
     def post_accumulate_grad(
         self, tensor: torch.Tensor, fn: Callable[..., Any], name: str = ""
@@ -114,12 +128,19 @@ class HookRegistry:
         return len(drop)
 
     def list(self) -> list[tuple[str, str]]:
-        """``(kind, name)`` for each live hook, in registration order."""
+        """``(kind, name)`` for each live hook, in registration order (a hook whose tensor or
+        module was freed is gone with it, and forgotten here)."""
         with self._lock:
+            self._records[:] = [r for r in self._records if _registered(r.handle)]
             return [(r.kind, r.name) for r in self._records]
 
     def __len__(self) -> int:
-        return len(self._records)
+        return len(self.list())
+
+    def _discard(self, handle: Any) -> None:
+        with self._lock:
+            self._records[:] = [r for r in self._records if r.handle is not handle]
+        handle.remove()
 
     def __enter__(self) -> HookRegistry:
         return self
@@ -133,6 +154,12 @@ class HookRegistry:
             kinds[kind] = kinds.get(kind, 0) + 1
         counts = ", ".join(f"{k}={v}" for k, v in kinds.items()) or "none"
         return f"HookRegistry(owner={self.owner!r}, hooks: {counts})"
+
+
+def _registered(handle: Any) -> bool:
+    """Is the hook still attached? A ``RemovableHandle``'s hook dict dies with its tensor."""
+    ref = getattr(handle, "hooks_dict_ref", None)
+    return ref is None or ref() is not None
 
 
 def _on_collected(records: list[HookRecord]) -> Callable[[weakref.ref[HookRegistry]], None]:
