@@ -5,12 +5,16 @@
 import { curvesBlock, paintCurves } from "../curves/view.js";
 import { cssVar, Disposer, formatCount, h } from "../dom.js";
 import { drawHeat, drawHistogram } from "./draw.js";
+import { noFiniteText } from "../nonfinite.js";
 import { modeText, num, statsText } from "./format.js";
 
 /** @typedef {import("./store.js").HistoryStore} HistoryStore */
 /** @typedef {import("../types.js").Model} Model */
 
 const HIST = { width: 256, height: 72 };
+/** Kinds shown only while the layer's "parameters" box is ticked (trait `param_layers`). */
+const PARAM_KINDS = new Set(["weight", "weight grad", "update"]);
+
 const HEAT = { width: 256, height: 40 };
 
 export class LayerPanels {
@@ -69,6 +73,7 @@ export class LayerPanels {
       this.draw(name);
     });
     const params = h("input", { type: "checkbox", class: "sw-params" });
+    const paramNote = h("span", { class: "sw-param-note" });
     const model = this.model;
     if (model) {
       d.listen(params, "change", () => {
@@ -76,9 +81,18 @@ export class LayerPanels {
         model.set("param_layers", params.checked ? [...now, name] : now);
         model.save_changes();
       });
-      const paint = () => { params.checked = (model.get("param_layers") ?? []).includes(name); };
+      const paint = () => {
+        params.checked = (model.get("param_layers") ?? []).includes(name);
+        const note = model.get("param_notes")?.[name] ?? "";  // why the box cannot be ticked
+        params.disabled = Boolean(note);
+        paramNote.textContent = note;
+        paramNote.hidden = !note;
+        this.draw(name);
+      };
       d.onModel(model, "change:param_layers", paint);
-      paint();
+      d.onModel(model, "change:param_notes", paint);
+      d.onModel(model, "change:no_values", () => this.draw(name));
+      paint();  // draws nothing yet: sync() draws the panel once it is in this.panels
     }
     return h("section", { class: "sw-layer", "data-layer": name, "aria-label": `Layer ${name}` }, [
       h("div", { class: "sw-layer-head" }, [
@@ -87,6 +101,7 @@ export class LayerPanels {
         h("label", {
           class: "sw-layer-option", title: "Histograms of this module's own weights, their gradients and updates",
         }, [params, " parameters"]),
+        paramNote,
       ]),
       h("p", { class: "sw-waiting", text: `Waiting for a forward pass through ${name}…` }),
     ]);
@@ -113,6 +128,8 @@ export class LayerPanels {
     const keys = this.store.keysOf(layer);
     const waiting = /** @type {HTMLElement} */ (panel.querySelector(".sw-waiting"));
     waiting.hidden = keys.length > 0;
+    waiting.textContent = this.model?.get("no_values")?.[layer] ?? `Waiting for a forward pass through ${layer}…`;
+    const paramsShown = new Set(this.model?.get("param_layers") ?? []);
     const color = cssVar(panel, "--sw-hist-color", "#1976d2");
     const gradColor = cssVar(panel, "--sw-grad-color", "#e65100");
     const weightColor = cssVar(panel, "--sw-weight-color", "#7b1fa2");
@@ -123,7 +140,8 @@ export class LayerPanels {
     for (const key of keys) {
       const it = this.store.latest(key);
       if (!it) continue;
-      const block = this.leafBlock(panel, key, it.layer, it.leaf);
+      const block = /** @type {HTMLElement} */ (this.leafBlock(panel, key, it.layer, it.leaf));
+      block.hidden = PARAM_KINDS.has(it.kind) && !paramsShown.has(layer);
       const c = it.kind === "activation" ? color : it.kind === "weight" || it.kind === "update" ? weightColor : gradColor;
       const q = (/** @type {string} */ s) => /** @type {HTMLElement} */ (block.querySelector(s));
       q(".sw-leaf-title").textContent = `${it.leaf} · ${it.kind} · step ${it.step}${modeText(it)}`;
@@ -138,8 +156,11 @@ export class LayerPanels {
       q(".sw-step-last").textContent = shown.length > 1 ? `step ${shown[shown.length - 1].step}` : "";
       const marked = shown.some((s) => typeof s.training === "boolean");
       q(".sw-modes").hidden = !marked;
-      q(".sw-lo").textContent = num(it.lo);
-      q(".sw-hi").textContent = num(it.hi);
+      const empty = noFiniteText(it);
+      q(".sw-hist-empty").textContent = empty;
+      q(".sw-hist-empty").hidden = !empty;
+      q(".sw-lo").textContent = empty ? "" : num(it.lo);  // no range: not "0 ... 0"
+      q(".sw-hi").textContent = empty ? "" : num(it.hi);
       q(".sw-stats").textContent = statsText(it);
       paintCurves(q(".sw-curves"), history, { color: c, badColor });
     }
@@ -166,6 +187,7 @@ export class LayerPanels {
           h("span", { class: "sw-count-max" }), h("span", { class: "sw-count-title" }), h("span", { class: "sw-count-zero", text: "0" }),
         ]),
         h("canvas", { class: "sw-hist", role: "img", "aria-label": `Histogram of ${layer} ${leaf}` }),
+        h("span", { class: "sw-hist-empty", role: "status" }),
       ]),
       h("div", { class: "sw-range" }, [h("span", { class: "sw-lo" }), h("span", { class: "sw-range-title", text: "value" }), h("span", { class: "sw-hi" })]),
       h("div", { class: "sw-heatrow" }, [
