@@ -583,12 +583,14 @@ def test_nonfinite_line_tree_mark_and_all_nan_histogram(harness, tmp_path):
     assert not visible(page, f'[data-layer="{head}"] .sw-hist-empty')  # some values finite
     assert page.inner_text(f'[data-layer="{head}"] .sw-lo') == "-1"
     page.screenshot(path=str(tmp_path / "nonfinite_light.png"), full_page=True)
+    page.evaluate("() => document.body.setAttribute('data-jp-theme-light', 'false')")
+    page.screenshot(path=str(tmp_path / "nonfinite_dark.png"), full_page=True)
     page.evaluate("() => window.harness.model().set('nonfinite', [])")  # a new Explorer's
     assert not visible(page, ".sw-nonfinite-line")
     assert page.locator(".sw-nonfinite-mark").count() == 0
 
 
-def test_parameter_boxes_notes_hidden_weights_meta_reason_and_unmeasured_curves(harness):
+def test_parameter_boxes_notes_hidden_weights_meta_reason_and_unmeasured_curves(harness, tmp_path):
     page = harness
     mlp, block = "encoder.layers.0.mlp", "encoder.layers.0"
     where = "weights are deeper, in 'encoder.layers.0.attn': tick 'parameters' there"
@@ -620,3 +622,4 @@ def test_parameter_boxes_notes_hidden_weights_meta_reason_and_unmeasured_curves(
     reason = f"{block} ran on the meta device: meta tensors have no values"
     page.evaluate("(r) => window.harness.model().set('no_values', {'encoder.layers.0': r})", reason)
     assert page.inner_text(waiting) == reason
+    page.screenshot(path=str(tmp_path / "parameters_light.png"), full_page=True)

@@ -73,7 +73,7 @@ export class LayerPanels {
       this.draw(name);
     });
     const params = h("input", { type: "checkbox", class: "sw-params" });
-    const paramNote = h("span", { class: "sw-param-note" });
+    const paramNote = h("p", { class: "sw-param-note" });
     const model = this.model;
     if (model) {
       d.listen(params, "change", () => {
@@ -101,8 +101,8 @@ export class LayerPanels {
         h("label", {
           class: "sw-layer-option", title: "Histograms of this module's own weights, their gradients and updates",
         }, [params, " parameters"]),
-        paramNote,
       ]),
+      paramNote,
       h("p", { class: "sw-waiting", text: `Waiting for a forward pass through ${name}…` }),
     ]);
   }
