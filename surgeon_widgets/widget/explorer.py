@@ -78,6 +78,9 @@ class Explorer(ShownLater, FrontEnd):
         >>> _ = model(torch.ones(2, 4))
         >>> ex.stats("0")["0/output"].latest.shape, ex.hooks
         ((2, 3), [{'name': '0', 'kind': 'forward'}])
+        >>> _ = model(torch.full((2, 4), float("nan")))
+        >>> ex.nonfinite  # the first NaN / Inf record of each key, oldest first
+        [NonFinite(layer='0', key='0/output', step=1, nans=6, infs=0)]
         >>> ex.close()
     """
 
