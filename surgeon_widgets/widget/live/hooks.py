@@ -173,9 +173,12 @@ class LiveHooks:
         """
         if not torch.is_grad_enabled():
             return
-        pending = sum(1 for _, n in self._grad_hooks.list() if n == name)
-        if pending >= MAX_PENDING_GRAD_HOOKS:  # forwards with no backward (kept outputs)
-            self._grad_hooks.remove(name)
+        # forwards with no backward (outputs kept, e.g. an eval loop under grad) pile hooks up;
+        # counting them costs a scan, so only once the whole registry is that large
+        if len(self._grad_hooks) >= MAX_PENDING_GRAD_HOOKS * len(self._attached):
+            pending = [n for _, n in self._grad_hooks.list() if n == name]  # freed ones dropped
+            if len(pending) >= MAX_PENDING_GRAD_HOOKS:
+                self._grad_hooks.remove(name)
         me = weakref.ref(self)
         step, training = max(self.clock.step, 0), self.clock.training  # of this forward
         for label, t in iter_tensors(output):
