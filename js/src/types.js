@@ -8,7 +8,10 @@
  * }} Row
  */
 
-/** @typedef {{ shape: number[], dtype: string }} ShapeInfo */
+/**
+ * The latest output shape seen; `example`: the one on the example inputs, if any.
+ * @typedef {{ shape: number[], dtype: string, example?: { shape: number[], dtype: string } }} ShapeInfo
+ */
 /** @typedef {{ name: string, kind: string }} HookInfo */
 /** @typedef {{ text: string, layer: string, count: number, detail: string, key: string }} ErrorEntry */
 /** The first NaN / Inf record of one key: [layer, key, step, nans, infs]. @typedef {[string, string, number, number, number]} NonFinite */

@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 
 import { decode } from "../src/codec.js";
-import { num, percent, statsText } from "../src/histogram/format.js";
+import { fullNum, num, percent, rangeText, statsText } from "../src/histogram/format.js";
 import { HistoryStore } from "../src/histogram/store.js";
 import { firstBadOfLayers, noFiniteText, nonfiniteText } from "../src/nonfinite.js";
 import { TreeIndex, visibleRows } from "../src/tree/flatten.js";
@@ -59,7 +59,17 @@ test("codec decodes unaligned views and names bad dtypes", () => {
 
 test("stats text and the history store", () => {
   assert.equal(num(null), "–");
-  assert.equal(num(0.000012), "1.20e-5");
+  assert.equal(num(0.000012), "1.2e-5");
+  assert.equal(num(7.4512e-8), "7.45e-8");
+  assert.equal(num(-3.1749e-5), "-3.17e-5");
+  assert.equal(num(123456), "1.23e5");
+  assert.equal(num(-0.5), "-0.5");
+  assert.equal(fullNum(7.4512e-8), "7.4512e-8");
+  assert.equal(fullNum(-Infinity), "-inf");
+  // a range shows as many digits as it takes for its ends to differ
+  assert.deepEqual(rangeText(0.123401, 0.123449), ["0.1234", "0.12345"]);
+  assert.deepEqual(rangeText(2157, 2429), ["2160", "2430"]);
+  assert.deepEqual(rangeText(1, 1), ["1", "1"]);
   assert.equal(percent(0.004), "0.4%");
   const store = new HistoryStore();
   const hist = { buffer: 0, dtype: "float32", shape: [2] };

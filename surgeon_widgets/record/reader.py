@@ -121,9 +121,11 @@ class Run:
                 f"{manifest_path}: record size {self.manifest['record']['size']}, "
                 f"expected {RECORD.size}"
             )
-        self.keys: list[dict] = self.manifest["keys"]
-        self._offsets = [0] * len(self.keys)
-        self._data: list[list[tuple[int, RunStats]]] = [[] for _ in self.keys]
+        self.keys: list[dict] = []
+        self._offsets: list[int] = []
+        self._data: list[list[tuple[int, RunStats]]] = []
+        self._manifest_mtime = manifest_path.stat().st_mtime_ns
+        self._take_keys(self.manifest)
         self.skipped_bytes = 0  # bytes after the last whole valid record, summed over keys
         self.refresh()
 
@@ -154,8 +156,27 @@ class Run:
         """Every step at which some key was recorded, ascending."""
         return sorted({step for data in self._data for step, _ in data})
 
+    def _take_keys(self, manifest: dict) -> None:
+        # a live Explorer's run (Explorer(run_dir=)) lists a key once it first records it
+        self.manifest = manifest
+        for key in manifest["keys"][len(self.keys) :]:
+            self.keys.append(key)
+            self._offsets.append(0)
+            self._data.append([])
+
+    def _new_keys(self) -> None:
+        path = self.path / "manifest.json"
+        try:
+            mtime = path.stat().st_mtime_ns
+            if mtime != self._manifest_mtime:
+                self._take_keys(read_json(path))
+                self._manifest_mtime = mtime
+        except (FileNotFoundError, ValueError):  # between renames: the next refresh sees it
+            pass
+
     def refresh(self) -> int:
         """Read the records appended since the last call; return how many were new."""
+        self._new_keys()
         new = 0
         skipped = 0
         for i, key in enumerate(self.keys):

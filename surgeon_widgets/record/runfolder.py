@@ -77,9 +77,13 @@ class RunWriter:
         self._last_beat = 0.0
 
     def append(
-        self, step: int, rows: np.ndarray, hists: np.ndarray, which: list[int] | None = None
-    ) -> int:
-        """Append the records of ``which`` keys (default all) at ``step``; return bytes written."""
+        self, step: int, rows: np.ndarray, hists: np.ndarray, which: list[int] | None = None,
+        beat: bool = True,
+    ) -> int:  # fmt: skip
+        """Append the records of ``which`` keys (default all) at ``step``; return bytes written.
+
+        ``beat=False``: the status follows at most once a second (a live view's many records).
+        """
         written = 0
         for i in range(len(rows)) if which is None else which:
             data = pack_record(step, rows[i], hists[i])
@@ -90,8 +94,16 @@ class RunWriter:
             written += len(data)
         self.bytes += written
         self._status.update(last_record=step, records=self._status["records"] + 1)
-        self.beat(step, force=True)
+        self.beat(step, force=beat)
         return written
+
+    def add_key(self, key: Key, manifest: dict) -> None:
+        """Start the (empty) file of a new ``key`` and replace the manifest that lists it."""
+        if key.index != len(self._files):
+            raise ValueError(f"key {key.key!r} has index {key.index}, expected {len(self._files)}")
+        (self.path / key.file).write_bytes(b"")
+        self._files.append(open(self.path / key.file, "ab"))  # noqa: SIM115
+        write_json(self.path / "manifest.json", {"format": FORMAT, **manifest})
 
     def beat(self, step: int, force: bool = False) -> None:
         """Update the heartbeat (at most once a second unless ``force``)."""

@@ -25,6 +25,17 @@ export function shapeText(s) {
 }
 
 /**
+ * The shape column's hover text: the example input's shape when the latest one differs.
+ * @param {ShapeInfo | undefined} s
+ */
+export function shapeTitle(s) {
+  const example = shapeText(s?.example);
+  if (!s) return "";
+  if (example === shapeText(s)) return `output on the example inputs ${example}`;
+  return example ? `latest output ${shapeText(s)}; on the example inputs ${example}` : `latest output ${shapeText(s)}`;
+}
+
+/**
  * A cut mark button ("in" / "out", PROTOCOL.md "Cut"); `aria-pressed` when marked.
  * @param {string} name
  * @param {"in" | "out"} side
@@ -74,7 +85,8 @@ export function renderRow({ v, index, id, selected, active, shape, mark, markabl
     h("span", { class: "sw-name", text: shortName(row) }),
     h("span", { class: "sw-cls", text: row.cls }),
     h("span", { class: "sw-params", text: row.kind === "module" ? formatCount(row.params) : "node" }),
-    h("span", { class: "sw-shape", text: unrecorded ? "not recorded" : shp }),
+    unrecorded ? h("span", { class: "sw-shape", text: "not recorded" })
+      : h("span", { class: "sw-shape", text: shp, ...(shp ? { title: shapeTitle(shape) } : {}) }),
   );
   if (bad) {
     el.classList.add("sw-nonfinite");
