@@ -10,6 +10,7 @@ import { LayerPanels } from "./histogram/panel.js";
 import { inModelOrder } from "./model_order.js";
 import { guardWrites, readOnly } from "./read_only.js";
 import { HistoryStore } from "./histogram/store.js";
+import { nonfiniteLine } from "./nonfinite.js";
 import { recordedLayers } from "./run_mode.js";
 import { TreeView } from "./tree/view.js";
 
@@ -39,7 +40,7 @@ function render({ model: host, el }) {
   const root = h("fieldset", { class: "sw-explorer", "data-lm-suppress-shortcuts": "true" }, [
     frozen,
     h("div", { class: "sw-left" }, [tree.el, cut.el]),
-    h("div", { class: "sw-right" }, [controls(model, d), panels.el, attention.el, hooks.el]),
+    h("div", { class: "sw-right" }, [controls(model, d), nonfiniteLine(model, d), panels.el, attention.el, hooks.el]),
   ]);
   el.append(root);
   d.add(() => root.remove());
@@ -102,9 +103,10 @@ function render({ model: host, el }) {
   }
 
   // close() in Python: hooks are gone and the data dropped; a short placeholder stays.
-  const placeholder = h("div", { class: "sw-explorer sw-closed", role: "status", text: "Explorer closed" });
+  const placeholder = h("div", { class: "sw-explorer sw-closed", role: "status" });
   const paintClosed = () => {
     if (!model.get("closed")) return;
+    placeholder.textContent = recordedLayers(model) != null ? "Run view closed" : "Explorer closed";
     root.replaceWith(placeholder);
     d.add(() => placeholder.remove());
   };

@@ -14,6 +14,7 @@
  */
 /** @typedef {{ name: string, kind: string }} HookInfo */
 /** @typedef {{ text: string, layer: string, count: number, detail: string, key: string }} ErrorEntry */
+/** The first NaN / Inf record of one key: [layer, key, step, nans, infs]. @typedef {[string, string, number, number, number]} NonFinite */
 
 /**
  * Synced traits (PROTOCOL.md "Synced traits").
@@ -23,7 +24,8 @@
  *   errors: ErrorEntry[], notes: string[], replaced: string, search: string, clicks: string,
  *   node_in: Record<string, string>, node_out: Record<string, string>,
  *   cut_report: Record<string, any>, code: string, run?: { layers?: string[] }, closed: boolean,
- *   param_layers: string[]
+ *   param_layers: string[], nonfinite?: NonFinite[], no_values?: Record<string, string>,
+ *   param_notes?: Record<string, string>
  * }} Traits
  */
 

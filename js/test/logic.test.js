@@ -6,6 +6,7 @@ import { test } from "node:test";
 import { decode } from "../src/codec.js";
 import { fullNum, num, percent, rangeText, statsText } from "../src/histogram/format.js";
 import { HistoryStore } from "../src/histogram/store.js";
+import { firstBadOfLayers, noFiniteText, nonfiniteText } from "../src/nonfinite.js";
 import { TreeIndex, visibleRows } from "../src/tree/flatten.js";
 import { keyAction } from "../src/tree/keys.js";
 
@@ -86,4 +87,15 @@ test("stats text and the history store", () => {
   assert.equal(statsText(latest), "mean 1 std 0 min 1 max 1 zeros 50% NaN 0 Inf 1 shape [2] float32");
   store.apply({ type: "snapshot", items: [wire(5)], history: { "l/output": [wire(4), wire(3)] } }, buffers);
   assert.deepEqual(store.history("l/output").map((i) => i.step), [3, 4, 5]);
+});
+
+test("non-finite: the first entry is named, each layer's first kept, empty histograms say why", () => {
+  /** @type {[string, string, number, number, number][]} */
+  const list = [["fc2", "fc2/output", 12, 1024, 0], ["fc3", "fc3/output", 12, 0, 3], ["fc2", "fc2/grad_output", 12, 5, 0]];
+  assert.equal(nonfiniteText(list), "Non-finite values first in fc2 at step 12: fc2/output had 1,024 NaN (then 2 more keys)");
+  assert.equal(nonfiniteText([]), "");
+  assert.deepEqual([...firstBadOfLayers(list).values()].map((e) => e[1]), ["fc2/output", "fc3/output"]);
+  assert.equal(noFiniteText({ numel: 8, nans: 8, infs: 0 }), "all values NaN");
+  assert.equal(noFiniteText({ numel: 8, nans: 3, infs: 5 }), "no finite values: 3 NaN, 5 Inf");
+  assert.equal(noFiniteText({ numel: 8, nans: 3, infs: 0 }), "");
 });

@@ -26,8 +26,8 @@ from ..engine.tracing import ExampleInputs
 from ..engine.wrappers import unwrap
 from ..record.run_log import RunLog
 from .front_end import FrontEnd
-from .history import History, Record, Series
-from .live.selection import COMPILED, Selection, SelectionHooks, resolve
+from .history import History, NonFinite, Record, Series
+from .live.selection import COMPILED, Selection, SelectionHooks, meta_ran, resolve
 from .runtime import hook_guards, notebook, ownership
 from .runtime.compiled import compiled_parts, is_compiled
 from .runtime.handover import Handover, messages_on_model_thread
@@ -62,7 +62,8 @@ class Explorer(ShownLater, FrontEnd):
 
     Every forward your own code runs updates the selected layers' histogram, mean, std,
     min/max, zeros and NaN/Inf counts (their gradients with ``gradients=True``, their own
-    weights with ``params=True`` or ``param_layers``), at most ``max_rate`` times a second per
+    weights with ``params=True`` or ``param_layers``; ``nonfinite``: where values first went
+    NaN / Inf, the first entry where they broke), at most ``max_rate`` times a second per
     layer within ~2% of wall time (:mod:`.live.throttle`). ``close()``, a newer Explorer on the
     same model, or garbage collection removes the hooks (:mod:`.runtime.shown`: what keeps one).
 
@@ -84,6 +85,9 @@ class Explorer(ShownLater, FrontEnd):
         >>> _ = model(torch.ones(2, 4))
         >>> ex.stats("0")["0/output"].latest.shape, ex.hooks
         ((2, 3), [{'name': '0', 'kind': 'forward'}])
+        >>> _ = model(torch.full((2, 4), float("nan")))
+        >>> ex.nonfinite  # the first NaN / Inf record of each key, oldest first
+        [NonFinite(layer='0', key='0/output', step=1, nans=6, infs=0)]
         >>> ex.close()
     """
 
@@ -98,6 +102,9 @@ class Explorer(ShownLater, FrontEnd):
     node_out = NameMap().tag(sync=True)
     cut_report = t.Dict().tag(sync=True)
     code = t.Unicode("").tag(sync=True)
+    nonfinite = t.List(t.Instance(NonFinite)).tag(sync=True)  # first NaN / Inf of each key
+    no_values = t.Dict().tag(sync=True)  # layer -> why no statistics will come (meta device)
+    param_notes = t.Dict().tag(sync=True)  # layer -> why its "parameters" box is off
     reopen_hint = "make a new one, Explorer(model)"
 
     def __init__(
@@ -137,6 +144,7 @@ class Explorer(ShownLater, FrontEnd):
         self._live = SelectionHooks(
             self._watched, self._on_records, lambda content, buffers: self.send(content, buffers),
             self._errors.hook_failed, self._errors.add, self._note, max_rate,
+            on_meta=lambda layer: self._no_values(layer, meta_ran(layer)),
         )  # fmt: skip
         self._cut = CutPanel(
             model, example_inputs, lambda: Marks(self.node_in, self.node_out, self.selected),
@@ -247,6 +255,7 @@ class Explorer(ShownLater, FrontEnd):
         self.remove_all_hooks()
         self._release()
         self._history = History()
+        self.nonfinite = []
         self.closed = True
 
     @property
@@ -310,6 +319,7 @@ class Explorer(ShownLater, FrontEnd):
         joined = self._params_all and change["name"] == "selected"
         added = [n for n in layers if n not in set(change["old"] or ())] if joined else []
         params = self._live.params_of(self.param_layers, layers, added)
+        self.param_notes = self._live.params_notes(layers)
         if params != self.param_layers:
             self.param_layers = params  # observed again: that call attaches
             return
@@ -332,11 +342,14 @@ class Explorer(ShownLater, FrontEnd):
             self.rows = rows
 
     def _on_records(self, records: list[Record]) -> None:
+        bad = False
         for record in records:
-            self._history.add(record)
+            bad = bool(self._history.add(record)) or bad  # a key's first NaN / Inf
             if self._run_log is not None:
                 r = record
                 self._run_log.add(r.key, r.layer, r.leaf, r.kind, r.step, r.stats, r.training)
+        if bad:
+            self.nonfinite = self._history.nonfinite()
         first = records[0]
         if first.kind == "activation":
             seen = tree.seen_shape(
@@ -349,6 +362,10 @@ class Explorer(ShownLater, FrontEnd):
     def _publish_errors(self, entries: list[dict]) -> None:
         with self._lock:
             self.errors = entries
+
+    def _no_values(self, layer: str, why: str) -> None:
+        if self.no_values.get(layer) != why:
+            self.no_values = {**self.no_values, layer: why}
 
     def _note(self, note: str) -> None:
         self.notes = list(dict.fromkeys([*self.notes, note]))  # each note once

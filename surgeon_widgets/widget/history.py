@@ -1,5 +1,9 @@
 """What the live hooks measured: one record per tensor leaf per update, and a bounded history.
 
+The history also keeps, for good, the first record of each key that held a NaN or an Inf
+(:meth:`History.nonfinite`), in the order they were measured: the first entry is where the
+values broke, even after the bounded history has moved past it.
+
 >>> import torch
 >>> from surgeon_widgets.engine.stats import tensor_stats
 >>> history = History(maxlen=2)
@@ -28,11 +32,12 @@ import statistics
 import threading
 from collections import deque
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..engine.series import Series
 from ..engine.stats import TensorStats
 
-__all__ = ["INTERVALS", "History", "Record", "Series"]
+__all__ = ["INTERVALS", "History", "NonFinite", "Record", "Series"]
 
 INTERVALS = 8  # a key's update interval is the median of its last this many
 
@@ -56,19 +61,43 @@ class Record:
     time: float | None = None
 
 
+class NonFinite(NamedTuple):
+    """The first record of ``key`` (of ``layer``) with NaN or Inf values: its step and counts."""
+
+    layer: str
+    key: str
+    step: int
+    nans: int
+    infs: int
+
+
 class History:
     """Bounded per-key history of :class:`Record`s (thread-safe; hooks may run in threads)."""
 
     def __init__(self, maxlen: int = 256) -> None:
         self.maxlen = maxlen
         self._data: dict[str, deque[Record]] = {}
+        self._nonfinite: dict[str, NonFinite] = {}  # key -> first bad record, in arrival order
         self._lock = threading.Lock()
 
-    def add(self, record: Record) -> None:
+    def add(self, record: Record) -> NonFinite | None:
+        """Keep ``record``; its :class:`NonFinite` when it is the first bad one of its key."""
+        s = record.stats
         with self._lock:
             if record.key not in self._data:
                 self._data[record.key] = deque(maxlen=self.maxlen)
             self._data[record.key].append(record)
+            if (s.nans or s.infs) and record.key not in self._nonfinite:
+                first = NonFinite(record.layer, record.key, record.step, s.nans, s.infs)
+                self._nonfinite[record.key] = first
+                return first
+        return None
+
+    def nonfinite(self) -> list[NonFinite]:
+        """The first NaN / Inf record of each key, oldest first (records come in the order the
+        hooks ran: a forward's layers in order, then its backward's gradients)."""
+        with self._lock:
+            return sorted(self._nonfinite.values(), key=lambda n: n.step)  # stable: arrival
 
     def records(self, key: str) -> list[Record]:
         with self._lock:

@@ -46,6 +46,7 @@ __all__ = ["RunView"]
 
 HISTORY = 256  # records per key sent to the view (the live Explorer keeps as many)
 WIRE_KIND = {"parameter": "weight"}  # the recorder's kind -> the wire's (PROTOCOL.md "Item")
+NO_PARAMS = "no parameters recorded for this layer (Recorder(params=True) records them)"
 
 
 class RunExplorerView(FrontEnd):
@@ -54,6 +55,9 @@ class RunExplorerView(FrontEnd):
     max_rate = t.Float(0.0).tag(sync=True)
     errors = t.List(t.Dict()).tag(sync=True)  # ErrorEntry dicts, as the live Explorer's
     run = t.Dict().tag(sync=True)  # {layers: recorded}: the front end shows a run (PROTOCOL.md)
+    param_layers = t.List(t.Unicode()).tag(sync=True)  # shown parameters: the view's boxes
+    param_notes = t.Dict().tag(sync=True)  # layer -> why its "parameters" box is off
+    closed = t.Bool(False).tag(sync=True)
 
 
 def records(series: Series, since: int = -1, limit: int = HISTORY) -> list[Record]:
@@ -99,9 +103,13 @@ class RunView(ipywidgets.VBox):
             for s in self.run.stats(layer).values():
                 if s.kind == "activation":
                     shapes[layer] = {"shape": list(s.latest.shape), "dtype": s.latest.dtype}
-        self.view = RunExplorerView(rows=self.run.rows, selected=selected or layers, shapes=shapes,
-                                    gradients=bool(self.run.manifest.get("gradients")),
-                                    run={"layers": layers})  # fmt: skip
+        weighed = sorted({k["layer"] for k in self.run.keys if k["kind"] == "parameter"})
+        self.view = RunExplorerView(
+            rows=self.run.rows, selected=selected or layers, shapes=shapes,
+            gradients=bool(self.run.manifest.get("gradients")), run={"layers": layers},
+            param_layers=weighed,
+            param_notes={n: NO_PARAMS for n in layers if n not in weighed},
+        )  # fmt: skip
         self.status_line = ipywidgets.HTML()
         self._errors = ErrorList(lambda entries: setattr(self.view, "errors", entries))
         self._sent: dict[str, int] = {}  # key -> last step sent to the view
@@ -153,9 +161,14 @@ class RunView(ipywidgets.VBox):
         return self._done.wait(timeout)
 
     def close(self) -> None:
-        """Stop following and close the widgets."""
-        if hasattr(self, "_stop"):  # ipywidgets also closes a RunView whose __init__ raised
+        """Stop following; the view stays as "Run view closed". A second ``close()`` closes
+        the widgets (as ``Explorer.close``)."""
+        if hasattr(self, "_stop") and not self.view.closed:
             self._stop.set()
+            self.view.closed = True
+            self._show_status()
+            return
+        if hasattr(self, "_stop"):  # ipywidgets also closes a RunView whose __init__ raised
             self.view.close()
             self.status_line.close()
         super().close()
@@ -214,13 +227,17 @@ class RunView(ipywidgets.VBox):
         colour = {"running": "#1a7f37", "failed": "#cf222e", "lost": "#cf222e"}.get(
             state, "var(--jp-ui-font-color1, inherit)" if state == "finished" else "#9a6700"
         )
+        # the steps as read_run reads them, not status.json's counter (which runs one ahead)
+        last, count = self.last_step, len(self.run.steps)
         text = (f"<b style='color:{colour}'>{html.escape(state)}</b> · last recorded step "
-                f"{self.last_step if self.last_step is not None else '-'} · step "
-                f"{status.get('step', '-')} · {len(self.run.layers)} layers · "
-                f"{self.run.world_size} rank(s) · <code>{html.escape(str(self.run.path))}</code>"
+                f"{last if last is not None else '-'} · {count} recorded step{'s' * (count != 1)}"
+                f" · {len(self.run.layers)} layers · {self.run.world_size} rank(s) · "
+                f"<code>{html.escape(str(self.run.path))}</code>"
         )  # fmt: skip
         if state == "stopped" and status.get("signal"):
             text += f" · stopped by {html.escape(str(status['signal']))}"
+        if self.view.closed:
+            text = f"closed, no longer followed · {text}"
         if status.get("error"):
             text += f"<br><span style='color:#cf222e'>{html.escape(str(status['error']))}</span>"
         age = time.time() - float(status.get("updated") or time.time())

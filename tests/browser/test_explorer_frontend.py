@@ -531,6 +531,9 @@ def test_closed_explorer_leaves_a_placeholder(harness):
     assert page.inner_text(".sw-closed") == "Explorer closed"
     assert page.evaluate("() => window.harness.unmount()") is True
     assert page.locator(".sw-closed").count() == 0
+    mount(page, rows=ROWS, selected=["head"], run={"layers": ["head"]})  # RunView.close()
+    page.evaluate("() => window.harness.model().set('closed', true)")
+    assert page.inner_text(".sw-closed") == "Run view closed"
 
 
 def test_parameters_switch_sets_param_layers_and_weights_get_their_panel_blocks(harness):
@@ -558,6 +561,85 @@ def test_parameters_switch_sets_param_layers_and_weights_get_their_panel_blocks(
         for leaf in ("output", "weight", "weight.grad")
     }
     assert len(set(map(str, colors.values()))) == 3
+
+
+def inject(page, items):
+    page.evaluate(
+        "([c, a]) => window.harness.inject(c, a)",
+        [{"type": "stats", "items": items}, [{"dtype": "float32", "values": [0.0] * 64}]],
+    )
+
+
+def test_nonfinite_line_tree_mark_and_all_nan_histogram(harness, tmp_path):
+    page = harness
+    mlp, head = "encoder.layers.0.mlp", "head"
+    mount(page, rows=ROWS, selected=[mlp, head])
+    page.click('[data-name="encoder.layers.0"] .sw-twisty')  # mlp's row in view
+    assert not visible(page, ".sw-nonfinite-line")
+    assert page.locator(".sw-nonfinite-mark").count() == 0
+    nan = {"mean": None, "std": None, "min": None, "max": None, "nans": 2, "lo": 0.0, "hi": 0.0}
+    inject(page, [item(step=7, layer=mlp) | nan, item(step=7, layer=head) | {"infs": 1}])
+    # Python's Explorer.nonfinite: the first bad record of each key, oldest first
+    page.evaluate("""() => window.harness.model().set('nonfinite', [
+        ['encoder.layers.0.mlp', 'encoder.layers.0.mlp/output', 7, 2, 0],
+        ['head', 'head/output', 7, 0, 1]])""")
+    line = page.inner_text(".sw-nonfinite-line")
+    assert line == (
+        "Non-finite values first in encoder.layers.0.mlp at step 7: "
+        "encoder.layers.0.mlp/output had 2 NaN (then 1 more key)"
+    )
+    mark = page.locator(f'[data-name="{mlp}"] .sw-nonfinite-mark')
+    assert mark.inner_text() == "NaN" and "first at step 7" in mark.get_attribute("title")
+    assert page.locator('[data-name="head"] .sw-nonfinite-mark').inner_text() == "Inf"
+    assert "non-finite from step 7" in page.get_attribute(f'[data-name="{mlp}"]', "aria-label")
+    assert page.locator('[data-name="encoder"] .sw-nonfinite-mark').count() == 0
+    # the all-NaN record says so; its range is empty, not "0 ... 0"
+    panel = f'[data-layer="{mlp}"]'
+    assert page.inner_text(f"{panel} .sw-hist-empty") == "all values NaN"
+    assert page.inner_text(f"{panel} .sw-lo") == "" and page.inner_text(f"{panel} .sw-hi") == ""
+    assert not visible(page, f'[data-layer="{head}"] .sw-hist-empty')  # some values finite
+    assert page.inner_text(f'[data-layer="{head}"] .sw-lo') == "-1"
+    page.screenshot(path=str(tmp_path / "nonfinite_light.png"), full_page=True)
+    page.evaluate("() => document.body.setAttribute('data-jp-theme-light', 'false')")
+    page.screenshot(path=str(tmp_path / "nonfinite_dark.png"), full_page=True)
+    page.evaluate("() => window.harness.model().set('nonfinite', [])")  # a new Explorer's
+    assert not visible(page, ".sw-nonfinite-line")
+    assert page.locator(".sw-nonfinite-mark").count() == 0
+
+
+def test_parameter_boxes_notes_hidden_weights_meta_reason_and_unmeasured_curves(harness, tmp_path):
+    page = harness
+    mlp, block = "encoder.layers.0.mlp", "encoder.layers.0"
+    where = "weights are deeper, in 'encoder.layers.0.attn': tick 'parameters' there"
+    mount(page, rows=ROWS, selected=[block, mlp], param_layers=[mlp],
+          param_notes={block: where})  # fmt: skip
+    box = page.locator(f'[data-layer="{block}"] input.sw-params')
+    assert box.is_disabled() and not box.is_checked()
+    assert page.inner_text(f'[data-layer="{block}"] .sw-param-note') == where
+    assert page.locator(f'[data-layer="{mlp}"] input.sw-params').is_enabled()
+    assert not visible(page, f'[data-layer="{mlp}"] .sw-param-note')
+    weight = item(leaf="weight", kind="weight", layer=mlp) | {"key": f"{mlp}/weight"}
+    inject(page, [item(layer=mlp) | {"l2": 3.0}, weight])  # the weight item has no L2
+    blocks = f'[data-layer="{mlp}"] .sw-leaf'
+    assert page.locator(blocks).count() == 2 and page.locator(blocks).nth(1).is_visible()
+    page.locator(f'[data-layer="{mlp}"] input.sw-params').uncheck()  # Python stops sending
+    assert model(page, "param_layers") == []
+    assert not page.locator(blocks).nth(1).is_visible()  # the old weights are not shown
+    assert page.locator(blocks).nth(0).is_visible()
+    page.locator(f'[data-layer="{mlp}"] input.sw-params').check()
+    weights = page.locator(blocks).nth(1)
+    assert weights.is_visible()
+    # a statistic never measured shows no chart; one measured keeps it
+    assert not weights.locator('[data-stat="l2"]').is_visible()
+    assert weights.locator('[data-stat="mean"]').is_visible()
+    assert page.locator(blocks).nth(0).locator('[data-stat="l2"]').is_visible()
+    # a meta forward: the panel says why nothing will come instead of waiting
+    waiting = f'[data-layer="{block}"] .sw-waiting'
+    assert page.inner_text(waiting).startswith("Waiting for a forward pass")
+    reason = f"{block} ran on the meta device: meta tensors have no values"
+    page.evaluate("(r) => window.harness.model().set('no_values', {'encoder.layers.0': r})", reason)
+    assert page.inner_text(waiting) == reason
+    page.screenshot(path=str(tmp_path / "parameters_light.png"), full_page=True)
 
 
 COLUMN_INK = """([label, x]) => {

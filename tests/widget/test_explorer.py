@@ -397,6 +397,42 @@ def test_figure_before_any_data_names_what_to_do(make):
         ex.figure("layer2")
 
 
+def test_gradient_hooks_in_live_hooks_are_the_outputs_waiting_for_a_backward(make):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+    ex = make(model, selected=["0", "2"], gradients=True, max_rate=0)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    waiting = lambda: [n for owner, _, n in live_hooks() if owner == "Explorer gradients"]  # noqa: E731
+    for _ in range(40):  # a training loop: each backward takes its forward's gradient hooks
+        opt.zero_grad()
+        loss = model(torch.randn(3, 4)).sum()
+        loss.backward()
+        opt.step()
+    assert waiting() == []
+    assert len(ex.stats("0")["0/grad_output"].steps) == 40
+    assert sorted((h["name"], h["kind"]) for h in ex.hooks) == [
+        ("0", "forward"), ("0", "gradient"), ("2", "forward"), ("2", "gradient"),
+    ]  # fmt: skip
+    out = model(torch.randn(3, 4))  # no backward yet: one hook per selected output waits
+    assert sorted(waiting()) == ["0", "2"]
+    kept = [model(torch.randn(3, 4)) for _ in range(40)]  # an eval loop keeping its outputs
+    assert len(waiting()) <= 2 * 16  # bounded per layer (MAX_PENDING_GRAD_HOOKS)
+    del out, kept
+    gc.collect()
+    assert waiting() == []  # freed outputs take their hooks with them
+
+
+def test_a_meta_forward_says_why_no_statistics_will_come(make):
+    with torch.device("meta"):
+        model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+    ex = make(model, selected=["0", "1"], max_rate=0)
+    assert ex.no_values == {}
+    model(torch.ones(2, 4, device="meta"))
+    assert set(ex.no_values) == {"0", "1"}
+    assert "0 ran on the meta device" in ex.no_values["0"] and "to_empty" in ex.no_values["0"]
+    assert ex.stats("0") == {} and ex.nonfinite == []
+
+
 def view_update(ex: Explorer, **state) -> None:
     """The view changes traits, as a kernel delivers a comm "update" message."""
     ex.open()

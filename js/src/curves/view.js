@@ -46,6 +46,8 @@ export function paintCurves(block, history, colors) {
     const fig = /** @type {HTMLElement} */ (block.querySelector(`[data-stat="${field}"]`));
     const points = curvePoints(history, field);
     const range = drawCurve(/** @type {HTMLCanvasElement} */ (fig.querySelector("canvas")), points, { ...SIZE, ...colors });
+    // a statistic never measured (a recorded run stores no L2) shows nothing, not "no finite value"
+    fig.hidden = bad.length === 0 && points.every((p) => p.value == null);
     const last = history[history.length - 1];
     const q = (/** @type {string} */ s) => /** @type {HTMLElement} */ (fig.querySelector(s));
     showNumber(q(".sw-curve-last"), last ? num(last[field]) : "", last ? fullNum(last[field]) : "");

@@ -4,6 +4,7 @@
 
 import { curvesBlock, paintCurves } from "../curves/view.js";
 import { cssVar, Disposer, formatCount, h, showNumber } from "../dom.js";
+import { noFiniteText } from "../nonfinite.js";
 import { readOnly } from "../read_only.js";
 import { everyText, sampledText } from "./cadence.js";
 import { barShare, drawHeat, drawHistogram } from "./draw.js";
@@ -15,6 +16,9 @@ import { drawOutline, markRow, rebin, rowAt, sharedRange } from "./pin.js";
 /** @typedef {import("../types.js").Item} Item */
 
 const HIST = { width: 256, height: 72 };
+/** Kinds shown only while the layer's "parameters" box is ticked (trait `param_layers`). */
+const PARAM_KINDS = new Set(["weight", "weight grad", "update"]);
+
 const HEAT = { width: 256, height: 40 };
 
 export class LayerPanels {
@@ -80,6 +84,7 @@ export class LayerPanels {
       this.draw(name);
     });
     const params = h("input", { type: "checkbox", class: "sw-params" });
+    const paramNote = h("p", { class: "sw-param-note" });
     const model = this.model;
     if (model) {
       d.listen(params, "change", () => {
@@ -87,9 +92,18 @@ export class LayerPanels {
         model.set("param_layers", params.checked ? [...now, name] : now);
         model.save_changes();
       });
-      const paint = () => { params.checked = (model.get("param_layers") ?? []).includes(name); };
+      const paint = () => {
+        params.checked = (model.get("param_layers") ?? []).includes(name);
+        const note = model.get("param_notes")?.[name] ?? "";  // why the box cannot be ticked
+        params.disabled = Boolean(note);
+        paramNote.textContent = note;
+        paramNote.hidden = !note;
+        this.draw(name);
+      };
       d.onModel(model, "change:param_layers", paint);
-      paint();
+      d.onModel(model, "change:param_notes", paint);
+      d.onModel(model, "change:no_values", () => this.draw(name));
+      paint();  // draws nothing yet: sync() draws the panel once it is in this.panels
     }
     return h("section", { class: "sw-layer", "data-layer": name, "aria-label": `Layer ${name}` }, [
       h("div", { class: "sw-layer-head" }, [
@@ -99,6 +113,7 @@ export class LayerPanels {
           class: "sw-layer-option", title: "Histograms of this module's own weights, their gradients and updates",
         }, [params, " parameters"]),
       ]),
+      paramNote,
       h("p", { class: "sw-waiting" }),
     ]);
   }
@@ -125,7 +140,9 @@ export class LayerPanels {
     const waiting = /** @type {HTMLElement} */ (panel.querySelector(".sw-waiting"));
     waiting.hidden = keys.length > 0;
     const frozen = this.model ? readOnly(this.model) : "";
-    waiting.textContent = frozen ? `Nothing recorded for ${layer}: this Explorer is read-only.` : `Waiting for a forward pass through ${layer}…`;
+    const why = this.model?.get("no_values")?.[layer];  // e.g. it ran on the meta device
+    waiting.textContent = frozen ? `Nothing recorded for ${layer}: this Explorer is read-only.` : why ?? `Waiting for a forward pass through ${layer}…`;
+    const paramsShown = new Set(this.model?.get("param_layers") ?? []);
     const color = cssVar(panel, "--sw-hist-color", "#1976d2");
     const gradColor = cssVar(panel, "--sw-grad-color", "#e65100");
     const weightColor = cssVar(panel, "--sw-weight-color", "#7b1fa2");
@@ -137,7 +154,8 @@ export class LayerPanels {
     for (const key of keys) {
       const it = this.store.latest(key);
       if (!it) continue;
-      const block = this.leafBlock(panel, key, it.layer, it.leaf, layer);
+      const block = /** @type {HTMLElement} */ (this.leafBlock(panel, key, it.layer, it.leaf, layer));
+      block.hidden = PARAM_KINDS.has(it.kind) && !paramsShown.has(layer);
       const c = it.kind === "activation" ? color : it.kind === "weight" || it.kind === "update" ? weightColor : gradColor;
       const q = (/** @type {string} */ s) => /** @type {HTMLElement} */ (block.querySelector(s));
       q(".sw-leaf-title").textContent = `${it.leaf} · ${it.kind} · step ${it.step}${modeText(it)}${everyText(it)}`;
@@ -169,9 +187,12 @@ export class LayerPanels {
       q(".sw-step-title").textContent = shown.length ? "step" : "";
       const marked = shown.some((s) => typeof s.training === "boolean");
       q(".sw-modes").hidden = !marked;
-      const [loText, hiText] = rangeText(lo, hi);
-      showNumber(q(".sw-lo"), loText, fullNum(lo));
-      showNumber(q(".sw-hi"), hiText, fullNum(hi));
+      const empty = noFiniteText(it);  // no finite value: no range either, not "0 ... 0"
+      q(".sw-hist-empty").textContent = empty;
+      q(".sw-hist-empty").hidden = !empty;
+      const [loText, hiText] = empty ? ["", ""] : rangeText(lo, hi);
+      showNumber(q(".sw-lo"), loText, empty ? "" : fullNum(lo));
+      showNumber(q(".sw-hi"), hiText, empty ? "" : fullNum(hi));
       q(".sw-stats").replaceChildren(...statsParts(it).flatMap(([label, text, full], i) => {
         const value = h("span", { class: "sw-stat" });
         showNumber(value, text, full);
@@ -206,6 +227,7 @@ export class LayerPanels {
           h("span", { class: "sw-count-max" }), h("span", { class: "sw-count-title" }), h("span", { class: "sw-count-zero", text: "0" }),
         ]),
         h("canvas", { class: "sw-hist", role: "img", "aria-label": `Histogram of ${layer} ${leaf}` }),
+        h("span", { class: "sw-hist-empty", role: "status" }),
       ]),
       h("div", { class: "sw-range" }, [h("span", { class: "sw-lo" }), h("span", { class: "sw-range-title", text: "value" }), h("span", { class: "sw-hi" })]),
       h("div", { class: "sw-sampled", hidden: true }),

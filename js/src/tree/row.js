@@ -1,9 +1,11 @@
 // One treeitem element. Rows are absolutely positioned inside the scroll spacer.
 
 import { h, formatCount } from "../dom.js";
+import { badCounts } from "../nonfinite.js";
 
 /** @typedef {import("./flatten.js").VisibleRow} VisibleRow */
 /** @typedef {import("../types.js").ShapeInfo} ShapeInfo */
+/** @typedef {import("../types.js").NonFinite} NonFinite */
 
 /** Row height in CSS pixels; must match `.sw-row` height in tree.css. */
 export const ROW_HEIGHT = 24;
@@ -50,9 +52,10 @@ function markButton(name, side, mark) {
 /**
  * @param {{ v: VisibleRow, index: number, id: string, selected: boolean, active: boolean,
  *           shape: ShapeInfo | undefined, mark?: "in" | "out" | null, markable?: boolean,
- *           unrecorded?: boolean }} p  unrecorded: a recorded run's row without records
+ *           unrecorded?: boolean, bad?: NonFinite }} p  unrecorded: a recorded run's row
+ *           without records; bad: the layer's first NaN / Inf record
  */
-export function renderRow({ v, index, id, selected, active, shape, mark, markable, unrecorded }) {
+export function renderRow({ v, index, id, selected, active, shape, mark, markable, unrecorded, bad }) {
   const { row } = v;
   const params = row.kind === "module" ? `${formatCount(row.params)} params` : "graph node";
   const shp = shapeText(shape);
@@ -66,7 +69,8 @@ export function renderRow({ v, index, id, selected, active, shape, mark, markabl
     "aria-setsize": v.setsize,
     "aria-posinset": v.posinset,
     "aria-selected": selected,
-    "aria-label": [row.name, row.cls, params, shp, unrecorded ? "not recorded" : ""].filter(Boolean).join(", "),
+    "aria-label": [row.name, row.cls, params, shp, unrecorded ? "not recorded" : "", bad ? `non-finite from step ${bad[2]}` : ""]
+      .filter(Boolean).join(", "),
     title: row.name,
   });
   if (v.hasChildren) el.setAttribute("aria-expanded", String(v.expanded));
@@ -84,6 +88,13 @@ export function renderRow({ v, index, id, selected, active, shape, mark, markabl
     unrecorded ? h("span", { class: "sw-shape", text: "not recorded" })
       : h("span", { class: "sw-shape", text: shp, ...(shp ? { title: shapeTitle(shape) } : {}) }),
   );
+  if (bad) {
+    el.classList.add("sw-nonfinite");
+    el.append(h("span", {
+      class: "sw-nonfinite-mark", title: `${bad[1]}: ${badCounts(bad[3], bad[4])} first at step ${bad[2]}`,
+      text: bad[3] ? "NaN" : "Inf",
+    }));
+  }
   if (markable) el.append(markButton(row.name, "in", mark), markButton(row.name, "out", mark));
   if (mark) el.classList.add(`sw-cut-${mark}`);
   return el;
