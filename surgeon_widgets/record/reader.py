@@ -30,7 +30,7 @@ import numpy as np
 from ..engine.naming import UnknownNameError
 from ..engine.series import Series
 from ..engine.stats import TensorStats
-from .layout import BINS, DTYPES, FIELDS, MAGIC, RECORD
+from .layout import BINS, DTYPES, FIELDS, MAGIC, MODES, RECORD
 from .runfolder import FORMAT, read_json
 
 __all__ = ["Run", "RunStats", "read_run"]
@@ -43,7 +43,9 @@ class RunStats(TensorStats):
     """:class:`TensorStats` of a recorded step, merged over ranks, plus what only a run knows.
 
     ``ranks``: how many ranks had data; ``calls``: forward/backward calls summed over ranks;
-    ``under`` / ``over``: finite values outside the histogram's edges ``[lo, hi]``. ``shape``
+    ``under`` / ``over``: finite values outside the histogram's edges ``[lo, hi]``; ``mode``:
+    the forwards the record holds (train / eval / mixed), ``eval_calls``: eval forwards left
+    out of a training record. ``shape``
     is the largest local shape seen on any rank; ``numel`` counts every value on every rank.
     """
 
@@ -51,6 +53,8 @@ class RunStats(TensorStats):
     calls: int = 0
     under: int = 0
     over: int = 0
+    mode: str = "train"
+    eval_calls: int = 0
 
 
 def to_stats(row: np.ndarray, hist: np.ndarray) -> RunStats:
@@ -63,8 +67,8 @@ def to_stats(row: np.ndarray, hist: np.ndarray) -> RunStats:
     binned = math.isfinite(v["lo"]) and math.isfinite(v["hi"])
     lo, hi = (v["lo"], v["hi"]) if binned else (v["min"], v["max"]) if has else (0.0, 0.0)
     notes = [f"{int(v['ranks'])} rank(s) had data"]
-    if not binned and has:
-        notes.append("no histogram at a key's first record (edges come from the previous one)")
+    if v["eval_calls"]:
+        notes.append(f"{int(v['eval_calls'])} eval forward(s) left out")
     if v["under"] or v["over"]:
         notes.append(f"{int(v['under'])} below, {int(v['over'])} above the histogram")
     return RunStats(
@@ -74,7 +78,9 @@ def to_stats(row: np.ndarray, hist: np.ndarray) -> RunStats:
         min=v["min"] if has else None, max=v["max"] if has else None,
         zeros=v["zeros"] / numel if numel else 0.0, nans=int(v["nans"]), infs=int(v["infs"]),
         lo=float(lo), hi=float(hi), hist=hist.astype(np.float32), note="; ".join(notes),
+        l2=v["l2"] if has else None,
         ranks=int(v["ranks"]), calls=int(v["calls"]), under=int(v["under"]), over=int(v["over"]),
+        mode=MODES[int(v["mode"])], eval_calls=int(v["eval_calls"]),
     )  # fmt: skip
 
 

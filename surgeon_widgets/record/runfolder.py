@@ -12,7 +12,7 @@
 >>> folder = tempfile.mkdtemp()
 >>> w = RunWriter(folder, {"keys": []}, [Key(0, "fc/output", "fc", "output", "activation")])
 >>> w.append(3, np.ones((1, len(FIELDS))), np.zeros((1, BINS)))
-456
+480
 >>> w.close("finished"); read_json(f"{folder}/status.json")["state"]
 'finished'
 """
@@ -29,11 +29,9 @@ from typing import Any
 
 import numpy as np
 
-from .layout import MAGIC, RECORD, Key
+from .layout import FORMAT, MAGIC, RECORD, Key
 
-__all__ = ["RunWriter", "pack_record", "read_json", "write_json"]
-
-FORMAT = "surgeon_widgets.run/1"
+__all__ = ["FORMAT", "RunWriter", "pack_record", "read_json", "write_json"]
 
 
 def write_json(path: Path | str, data: dict) -> None:
@@ -90,7 +88,8 @@ class RunWriter:
             written += len(data)
         self.bytes += written
         self._status.update(last_record=step, records=self._status["records"] + 1)
-        self.beat(step, force=True)
+        # at most one status.json a second: its rename costs more than all of a step's records
+        self.beat(step)
         return written
 
     def beat(self, step: int, force: bool = False) -> None:
