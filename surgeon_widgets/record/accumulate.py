@@ -5,8 +5,10 @@ value goes to the single row given): finite/NaN/zero counts, the float64 sum, th
 centred on each row's own mean in this batch (``m2``) and ``sum**2 / n`` (which the merge needs
 to combine centred sums exactly), exact finite min/max, and the fixed log-spaced buckets
 (:mod:`.buckets`). The number of tensor operations does not depend on how many keys are in
-the batch, which is what keeps the recorder's cost per key small. Counts that the host knows
-(calls, numel, shapes, modes) are not accumulated here.
+the batch, which is what keeps the recorder's cost per key small; every temporary lives in a
+reused :class:`Workspace` (fresh multi-megabyte CPU tensors page-fault on every call and cost
+more than the arithmetic). Counts that the host knows (calls, numel, shapes, modes) are not
+accumulated here.
 
 >>> import torch
 >>> from surgeon_widgets.record.layout import MAX_WIDTH, SUM_WIDTH, FINITE, NANS, HIST
@@ -27,7 +29,7 @@ import torch
 from .buckets import BUCKETS, bucket_index
 from .layout import FINITE, HIST, MAX, NEG_MIN, SQ
 
-__all__ = ["accumulate", "flat_values"]
+__all__ = ["Workspace", "accumulate", "flat_values"]
 
 INF = float("inf")
 
@@ -45,12 +47,27 @@ def flat_values(t: torch.Tensor, copy: bool) -> torch.Tensor:
     return v.clone() if copy else v
 
 
+class Workspace:
+    """Reused buffers per (device, dtype, slot), grown to the largest batch seen."""
+
+    def __init__(self) -> None:
+        self._buffers: dict[tuple[torch.device, torch.dtype, int], torch.Tensor] = {}
+
+    def get(self, n: int, dtype: torch.dtype, device: torch.device, slot: int = 0) -> torch.Tensor:
+        key = (device, dtype, slot)
+        buffer = self._buffers.get(key)
+        if buffer is None or buffer.numel() < n:
+            buffer = self._buffers[key] = torch.empty(max(n, 1024), dtype=dtype, device=device)
+        return buffer[:n]
+
+
 def accumulate(
     sums: torch.Tensor,
     maxes: torch.Tensor,
     x: torch.Tensor,
     rows: torch.Tensor | None,
     centre: torch.Tensor | float = 0.0,
+    work: Workspace | None = None,
 ) -> None:
     """Add the statistics of ``x`` (flat float64) into ``sums`` / ``maxes`` rows, in place.
 
@@ -58,47 +75,59 @@ def accumulate(
     buckets have one row and every value belongs to it. The buckets are of ``x - centre``
     (``centre``: one float64 per row, or a float with ``rows=None``): log-spaced buckets
     resolve values relative to their distance from the centre, so a centre near the values'
-    mean resolves them relative to their spread.
+    mean resolves them relative to their spread. ``x`` is left as it was.
     """
-    k = len(sums)
-    device = x.device
-    finite = torch.isfinite(x)
-    xf = x.masked_fill(~finite, 0.0)
-    counts = torch.stack([finite, torch.isnan(x), x == 0], 1).to(torch.float64)
-    first = torch.cat([counts, xf[:, None]], 1)  # finite, nans, zeros, sum
-    first = _per_row(first, rows, k)
-    n, total = first[:, 0], first[:, 3]
+    k, n_values, device = len(sums), x.numel(), x.device
+    work = work or Workspace()
+
+    def buffer(dtype: torch.dtype, slot: int = 0) -> torch.Tensor:
+        return work.get(n_values, dtype, device, slot)
+
+    f1, f2 = buffer(torch.float64, 1), buffer(torch.float64, 2)
+    finite, flag, bad = buffer(torch.bool, 1), buffer(torch.bool, 2), buffer(torch.bool, 3)
+    torch.lt(torch.abs(x, out=f1), INF, out=finite)  # NaN < inf is False too
+    torch.logical_not(finite, out=bad)
+
+    def per_row(values: torch.Tensor) -> torch.Tensor:  # [k] float64 sums
+        if rows is None:
+            return values.sum(dtype=torch.float64).view(1)
+        if values.dtype != torch.float64:
+            values = f2.copy_(values)
+        if device.type == "cpu":  # index_add_ is a loop over values on the CPU; bincount is not
+            return torch.bincount(rows, weights=values, minlength=k)
+        return torch.zeros(k, dtype=torch.float64, device=device).index_add_(0, rows, values)
+
+    n = per_row(finite)
+    nans = per_row(torch.ne(x, x, out=flag))
+    zeros = per_row(torch.eq(x, 0.0, out=flag))
+    total = per_row(f1.copy_(x).masked_fill_(bad, 0.0))
     mean = total / n.clamp(min=1.0)
-    d = xf - (mean if rows is None else mean[rows])
-    d.masked_fill_(~finite, 0.0)
-    m2 = _per_row((d * d)[:, None], rows, k)[:, 0]
-    sq = total * total / n.clamp(min=1.0)
-    new = torch.cat([first, m2[:, None], sq[:, None]], 1)
-    high = x.masked_fill(~finite, -INF)
-    low = x.neg().masked_fill_(~finite, -INF)
+    d = f1.sub_(mean if rows is None else torch.index_select(mean, 0, rows, out=f2))
+    m2 = per_row(d.mul_(finite).mul_(d))  # x - mean, 0 where x is not finite, squared
+    new = torch.stack([n, nans, zeros, total, m2, total * total / n.clamp(min=1.0)], 1)
+    # max and -min of the finite values (-inf where there are none)
+    high = f1.copy_(x).masked_fill_(bad, -INF)
+    low = torch.neg(x, out=f2).masked_fill_(bad, -INF)
     if rows is None:
         extremes = torch.stack([high.amax(), low.amax()]).view(1, 2)
     else:
-        extremes = torch.full((k, 2), -INF, dtype=torch.float64, device=device)
-        extremes[:, 0].scatter_reduce_(0, rows, high, "amax")
-        extremes[:, 1].scatter_reduce_(0, rows, low, "amax")
-    index = bucket_index(x - (centre if rows is None else centre[rows]), finite)
-    if rows is not None:
-        index = index.to(torch.int64).add_(rows * (BUCKETS + 1))
+        extremes = torch.full((2, k), -INF, dtype=torch.float64, device=device)
+        extremes[0].scatter_reduce_(0, rows, high, "amax")
+        extremes[1].scatter_reduce_(0, rows, low, "amax")
+        extremes = extremes.T
+    if rows is None:
+        shifted = torch.sub(x, centre, out=f1)
+    else:
+        shifted = torch.sub(x, torch.index_select(centre, 0, rows, out=f1), out=f1)
+    index = bucket_index(shifted, bad, buffer(torch.float32), buffer(torch.int32, 1),
+                         buffer(torch.int32, 2))  # fmt: skip
+    if rows is not None:  # row r's buckets are r * (BUCKETS + 1) + ...
+        index = torch.add(index, rows, alpha=BUCKETS + 1, out=buffer(torch.int64))
     hist = _count(index, k * (BUCKETS + 1)).view(k, BUCKETS + 1)[:, :BUCKETS]
-    target = sums.device
-    sums[:, FINITE : SQ + 1].add_(new.to(target))
-    sums[:, HIST : HIST + BUCKETS].add_(hist.to(target, torch.float64))
+    sums[:, FINITE : SQ + 1].add_(new.to(sums.device))
+    sums[:, HIST : HIST + BUCKETS].add_(hist.to(sums.device, torch.float64))
     torch.maximum(maxes[:, MAX : NEG_MIN + 1], extremes.to(maxes.device),
                   out=maxes[:, MAX : NEG_MIN + 1])  # fmt: skip
-
-
-def _per_row(values: torch.Tensor, rows: torch.Tensor | None, k: int) -> torch.Tensor:
-    """``[k, C]`` column sums of ``values[N, C]`` per row (one row: a plain sum)."""
-    if rows is None:
-        return values.sum(0, keepdim=True)
-    out = torch.zeros(k, values.shape[1], dtype=values.dtype, device=values.device)
-    return out.index_add_(0, rows, values)
 
 
 def _count(index: torch.Tensor, size: int) -> torch.Tensor:

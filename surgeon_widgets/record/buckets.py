@@ -14,7 +14,7 @@ to ``[min, max]``): every finite value lands inside the display bins.
 
 >>> import torch
 >>> x = torch.tensor([-3.0, 0.0, 1.0, 1.0, 2.5, float("nan")])
->>> counts = torch.bincount(bucket_index(x, torch.isfinite(x)), minlength=BUCKETS + 1)
+>>> counts = torch.bincount(bucket_index(x, ~torch.isfinite(x)), minlength=BUCKETS + 1)
 >>> int(counts[:BUCKETS].sum()), int(counts[BUCKETS])  # NaN goes to the spare bucket
 (5, 1)
 >>> one = np.array([1.0])
@@ -42,14 +42,26 @@ _MAG = (((np.arange(SIDE + 1) + _LOW) << _SHIFT).astype(np.int32)).view(np.float
 EDGES = np.concatenate([-_MAG[::-1], _MAG]).astype(np.float64)  # bucket j spans EDGES[j:j+2]
 
 
-def bucket_index(x: torch.Tensor, finite: torch.Tensor) -> torch.Tensor:
-    """Bucket of each value of ``x`` (int32, on its device); non-finite values get ``BUCKETS``."""
-    bits = x.to(torch.float32).view(torch.int32)
-    sign = bits >> 31  # -1 for negative values (and -0.0), else 0
-    q = (bits & 0x7FFFFFFF) >> _SHIFT  # exponent and top mantissa bits: monotone in |x|
-    q = q.sub_(_LOW - 1).clamp_(0, SIDE)  # 0: the zero bucket; 1..SIDE: the side's buckets
-    index = q.mul_(sign.mul_(2).add_(1)).add_(SIDE)
-    return index.masked_fill_(~finite, BUCKETS)
+def bucket_index(
+    x: torch.Tensor,
+    bad: torch.Tensor,
+    f32: torch.Tensor | None = None,
+    sign: torch.Tensor | None = None,
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Bucket of each value of ``x`` (int32, on its device); those where ``bad`` (the
+    non-finite ones) get ``BUCKETS``.
+
+    ``f32`` (float32), ``sign`` and ``out`` (int32) are optional buffers of ``x``'s size.
+    """
+    f32 = x.to(torch.float32) if f32 is None else f32.copy_(x)
+    bits = f32.view(torch.int32)
+    sign = torch.bitwise_right_shift(bits, 31, out=sign)  # -1 for negative values (and -0.0)
+    q = torch.bitwise_and(bits, 0x7FFFFFFF, out=out)
+    q.bitwise_right_shift_(_SHIFT)  # exponent and top mantissa bits: monotone in |x|
+    q.sub_(_LOW - 1).clamp_(0, SIDE)  # 0: the zero bucket; 1..SIDE: the side's buckets
+    q.bitwise_xor_(sign).sub_(sign)  # -q for negative values (two's complement)
+    return q.add_(SIDE).masked_fill_(bad, BUCKETS)
 
 
 def rebin(

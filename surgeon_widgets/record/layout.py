@@ -10,7 +10,7 @@ Format ``surgeon_widgets.run/1.1`` added the fields ``l2``, ``eval_calls`` and `
 those of ``1.0`` (a minor version only appends fields).
 
 >>> RECORD.size, SUM_WIDTH, MAX_WIDTH, FORMAT
-(480, 3083, 12, 'surgeon_widgets.run/1.1')
+(480, 1547, 12, 'surgeon_widgets.run/1.1')
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ from ..engine.registry import HookRegistry
 from ..engine.tensors import first_tensor
 from ..engine.torch_internals import GRAPH_TASK_ID
 from ..engine.wrappers import unwrap
-from .accumulate import accumulate, flat_values
+from .accumulate import Workspace, accumulate, flat_values
 from .collect import check_same, distributed, layer_hash, reduce_buckets
 from .layout import (
     BINS,
@@ -192,6 +192,7 @@ class Recorder:
         self._centres = np.zeros(k)  # bucket centres: each key's previous mean (same on all ranks)
         self._centre_list = [0.0] * k
         self._centre_device: dict[torch.device, torch.Tensor] = {}
+        self._work = Workspace()
         self._reset_host()
         self._params = [(key, modules[key.layer]) for key in self.keys
                         if key.kind in ("parameter", "parameter_gradient")]  # fmt: skip
@@ -355,7 +356,7 @@ class Recorder:
         else:
             i = slice(index, index + 1)
             x = flat_values(value, copy=False).to(torch.float64)
-            accumulate(self._sums[i], self._maxes[i], x, None, self._centre_list[index])
+            accumulate(self._sums[i], self._maxes[i], x, None, self._centre_list[index], self._work)
         self.cost.hook_seconds += time.perf_counter() - start
 
     def _drop(self, index: int) -> None:
@@ -374,12 +375,19 @@ class Recorder:
         for index, values in self._pending:
             groups.setdefault((values.device, values.dtype), []).append((index, values))
         for (device, _), items in groups.items():  # one batch per device and dtype
-            x = torch.cat([v for _, v in items]).to(torch.float64)
+            values = [v for _, v in items]
+            n = sum(v.numel() for v in values)
+            x = self._work.get(n, torch.float64, device, 3)
+            if values[0].dtype == torch.float64:
+                torch.cat(values, out=x)
+            else:
+                x.copy_(torch.cat(values, out=self._work.get(n, values[0].dtype, device, 3)))
             rows = np.repeat([i for i, _ in items], [v.numel() for _, v in items])
             centres = self._centre_device.get(device)
             if centres is None:
                 centres = self._centre_device[device] = torch.from_numpy(self._centres).to(device)
-            accumulate(self._sums, self._maxes, x, torch.from_numpy(rows).to(device), centres)
+            rows_t = torch.from_numpy(rows).to(device)
+            accumulate(self._sums, self._maxes, x, rows_t, centres, self._work)
         calls = np.array(self._calls, dtype=np.float64)
         host = np.stack([calls > 0, calls, self._numel, self._evals], 1).astype(np.float64)
         self._sums[:, :HOST_SUMS].copy_(torch.from_numpy(host))
@@ -444,6 +452,10 @@ def _eager(fn):
 
 
 def _forward_hook(me: weakref.ref[Recorder], index: int, grad_index: int | None):
+    # made once per layer: a hook made per forward would cost more than recording its values
+    grad_hook = None if grad_index is None else _grad_hook(me, grad_index)
+    grad_name = str(grad_index)
+
     @_eager
     def hook(module: nn.Module, args: Any, output: Any) -> None:
         rec = me()
@@ -455,10 +467,10 @@ def _forward_hook(me: weakref.ref[Recorder], index: int, grad_index: int | None)
         train = rec.model.training
         if not _in_backward():
             rec._take(index, t, train)
-        if grad_index is not None and train and t.requires_grad and torch.is_grad_enabled():
+        if grad_hook is not None and train and t.requires_grad and torch.is_grad_enabled():
             # under reentrant checkpointing only the recomputed output gets a gradient;
             # under non-reentrant checkpointing the recomputed one never does: counted once
-            rec._grad_hooks.tensor(t, _grad_hook(me, grad_index), name=str(grad_index))
+            rec._grad_hooks.tensor(t, grad_hook, name=grad_name)
 
     return hook
 
