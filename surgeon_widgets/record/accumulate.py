@@ -89,10 +89,13 @@ def accumulate(
     torch.logical_not(finite, out=bad)
 
     def per_row(values: torch.Tensor) -> torch.Tensor:  # [k] float64 sums
+        # bool -> float64 casts are slow paths (ten times a sum): count, or fill a buffer
         if rows is None:
-            return values.sum(dtype=torch.float64).view(1)
-        if values.dtype != torch.float64:
-            values = f2.copy_(values)
+            if values.dtype == torch.bool:
+                return torch.count_nonzero(values).to(torch.float64).view(1)
+            return values.sum().view(1)
+        if values.dtype == torch.bool:
+            values = f2.zero_().masked_fill_(values, 1.0)
         if device.type == "cpu":  # index_add_ is a loop over values on the CPU; bincount is not
             return torch.bincount(rows, weights=values, minlength=k)
         return torch.zeros(k, dtype=torch.float64, device=device).index_add_(0, rows, values)
@@ -103,7 +106,7 @@ def accumulate(
     total = per_row(f1.copy_(x).masked_fill_(bad, 0.0))
     mean = total / n.clamp(min=1.0)
     d = f1.sub_(mean if rows is None else torch.index_select(mean, 0, rows, out=f2))
-    m2 = per_row(d.mul_(finite).mul_(d))  # x - mean, 0 where x is not finite, squared
+    m2 = per_row(d.masked_fill_(bad, 0.0).mul_(d))  # x - mean, 0 where x is not finite, squared
     new = torch.stack([n, nans, zeros, total, m2, total * total / n.clamp(min=1.0)], 1)
     # max and -min of the finite values (-inf where there are none)
     high = f1.copy_(x).masked_fill_(bad, -INF)

@@ -69,7 +69,7 @@ __all__ = ["Recorder", "RecorderCost"]
 # tensors up to this many values are copied at the hook and reduced together in step() (one
 # batch of tensor operations for every key: the per-key cost is a copy); larger ones are
 # reduced at the hook, so no large copy outlives it
-BATCH_LIMIT = 1 << 16
+BATCH_LIMIT = 1 << 11
 
 
 @dataclass
