@@ -65,7 +65,12 @@ def test_from_run_follows_a_running_job_then_replays(tmp_path, from_view):
     assert view.layers == LAYERS and view.view.selected == LAYERS
     assert view.view.rows == done.rows and any(r["name"] == "block2.relu" for r in view.view.rows)
     stats = view.stats("fc")
-    assert list(stats) == ["fc/output", "fc/grad_output", "fc/weight", "fc/bias"]
+    assert list(stats) == ["fc/output", "fc/grad_output", "fc/weight", "fc/bias",
+                           "fc/weight.grad", "fc/bias.grad"]  # fmt: skip
+    # parameter gradients go out as the live Explorer's "weight grad" items; every item has L2
+    assert {i["kind"] for i in items if i["layer"] == "fc"} == {
+        "activation", "gradient", "weight", "weight grad"}  # fmt: skip
+    assert all(i["l2"] is not None for i in items)
     assert stats["fc/output"].steps == list(range(14))
     assert stats["fc/output"].latest.ranks == 2 and stats["fc/weight"].latest.ranks == 1
     assert stats["fc/output"].latest.mean == done.stats("fc")["fc/output"].latest.mean
