@@ -6,11 +6,11 @@ of the max bucket (maximum over calls and ranks). The sum bucket's histogram is
 :data:`~.buckets.BUCKETS` fixed log-spaced buckets (:mod:`.buckets`); a record on disk is one
 fixed-size, checksummed struct per key and step holding the :data:`BINS` display bins.
 
-Format ``surgeon_widgets.run/1.1`` added the fields ``l2``, ``eval_calls`` and ``mode`` after
-those of ``1.0`` (a minor version only appends fields).
+Format ``surgeon_widgets.run/1.2`` added the fields ``l2``, ``eval_calls`` and ``mode`` after
+those of ``1.1`` (a minor version only appends fields).
 
 >>> RECORD.size, SUM_WIDTH, MAX_WIDTH, FORMAT
-(480, 1547, 12, 'surgeon_widgets.run/1.1')
+(480, 1547, 12, 'surgeon_widgets.run/1.2')
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ __all__ = [
     "RECORD", "SUM_WIDTH", "Key",
 ]  # fmt: skip
 
-FORMAT = "surgeon_widgets.run/1.1"
+FORMAT = "surgeon_widgets.run/1.2"
 BINS = 64
 MAX_DIMS = 6
 
@@ -55,7 +55,7 @@ MODES = ["train", "eval", "mixed"]
 
 # one record on disk: magic, step, the merged numbers, the histogram, crc32 of all before it.
 # ``lo``/``hi`` are the display bins' edges (the record's min/max); ``under``/``over`` count
-# finite values outside them (0 since 1.1: the buckets cover every finite value).
+# finite values outside them (0 since 1.2: the buckets cover every finite value).
 FIELDS = [
     "ranks", "calls", "numel", "finite", "nans", "infs", "zeros", "mean", "m2", "min", "max",
     "lo", "hi", "under", "over", "ndim", *(f"dim{i}" for i in range(MAX_DIMS)), "dtype",
