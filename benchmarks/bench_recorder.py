@@ -9,6 +9,13 @@ Also prints bytes per record and the run folder size per recorded step.
 Issue: recording every step costs 1.5-2.7x on CPU; hooks attached but not recording cost
 nothing measurable (every=100 should read ~1.00).
 
+Two ranks (issue 17 item 4: every=1 <= 1.5x, every=10 <= 1.05x): the transformer under DDP on
+2 spawned gloo processes, the same interleaved arms; rank 0 prints the ratios.
+
+Fixed cost (issue 17 item 4): 12 tiny Linear layers (8 -> 8, batch 4), outputs and gradients,
+every=1: (recorded step - plain step) / keys, target <= 30 us per key per recorded step. Two
+copies of the model, one recorded, blocks interleaved.
+
     python benchmarks/bench_recorder.py            # full
     python benchmarks/bench_recorder.py --quick    # CI smoke run
 """
@@ -44,8 +51,9 @@ def transformer() -> tuple[nn.Module, list[str], callable]:
     return model, layers, lambda m: m(x).pow(2).mean()
 
 
-def measure(name: str, build, rounds: int, block: int) -> None:
+def measure(name: str, build, rounds: int, block: int, wrap=None) -> None:
     model, layers, loss_fn = build()
+    model = wrap(model) if wrap is not None else model
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     folder = Path(tempfile.mkdtemp())
     arms = {"none": None} | {f"every {k}": k for k in (1, 10, 100)}
@@ -92,6 +100,32 @@ def measure(name: str, build, rounds: int, block: int) -> None:
     print(f"[{name}] rec.cost (every 1): {every1.cost}")
 
 
+def fixed_cost(rounds: int, block: int) -> None:
+    torch.manual_seed(0)
+    plain = nn.Sequential(*[nn.Linear(8, 8) for _ in range(12)])
+    recorded = nn.Sequential(*[nn.Linear(8, 8) for _ in range(12)])
+    recorded.load_state_dict(plain.state_dict())
+    x = torch.randn(4, 8)
+    rec = Recorder(recorded, tempfile.mkdtemp(), every=1)
+    times: dict[str, list[float]] = {"plain": [], "recorded": []}
+    for r in range(rounds + 1):
+        for arm, model in (("plain", plain), ("recorded", recorded)):
+            for _ in range(block):
+                t0 = time.perf_counter()
+                model(x).sum().backward()
+                if model is recorded:
+                    rec.step()
+                if r:
+                    times[arm].append(time.perf_counter() - t0)
+    rec.close()
+    plain_s, rec_s = statistics.median(times["plain"]), statistics.median(times["recorded"])
+    per_key = (rec_s - plain_s) / len(rec.keys) * 1e6
+    print(f"[fixed cost] 12 Linear(8, 8), {len(rec.keys)} keys, every=1: plain "
+          f"{plain_s * 1e6:.0f} us/step, recorded {rec_s * 1e6:.0f} us/step: "
+          f"{per_key:.1f} us per key per recorded step (target <= 30)")  # fmt: skip
+    print(f"[fixed cost] rec.cost: {rec.cost}")
+
+
 def _attach(rec: Recorder, model: nn.Module) -> None:
     import weakref
 
@@ -102,7 +136,46 @@ def _attach(rec: Recorder, model: nn.Module) -> None:
         hook = _forward_hook(
             weakref.ref(rec), index[f"{name}/output"], index.get(f"{name}/grad_output")
         )
-        rec._hooks.forward(model.get_submodule(name), hook, name=name)
+        rec._hooks.forward(rec.model.get_submodule(name), hook, name=name)
+
+
+def _ranks_worker(rank: int, world: int, port: int, rounds: int, block: int) -> None:
+    import os
+    from datetime import timedelta
+
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    os.environ["OMP_NUM_THREADS"] = "1"
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=world, timeout=timedelta(seconds=120))  # fmt: skip
+    try:
+        if rank:  # the ratios are rank 0's (both ranks step together)
+            import contextlib
+            import io
+
+            with contextlib.redirect_stdout(io.StringIO()):
+                measure("2 ranks DDP transformer-2x64", transformer, rounds, block,
+                        DistributedDataParallel)  # fmt: skip
+        else:
+            measure("2 ranks DDP transformer-2x64", transformer, rounds, block,
+                    DistributedDataParallel)  # fmt: skip
+    finally:
+        dist.destroy_process_group()
+
+
+def two_ranks(rounds: int, block: int) -> None:
+    import socket
+
+    import torch.multiprocessing as mp
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mp.start_processes(_ranks_worker, args=(2, port, rounds, block), nprocs=2,
+                       start_method="spawn")  # fmt: skip
 
 
 def main() -> None:
@@ -112,8 +185,10 @@ def main() -> None:
     torch.set_num_threads(1)
     torch.manual_seed(0)
     rounds, block = (3, 10) if args.quick else (15, 20)
+    fixed_cost(*((5, 20) if args.quick else (30, 40)))
     measure("resnet18-64px", resnet, rounds, block)
     measure("transformer-2x64", transformer, rounds, block)
+    two_ranks(rounds, block)
 
 
 if __name__ == "__main__":

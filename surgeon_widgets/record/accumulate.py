@@ -1,103 +1,142 @@
-"""Device-side accumulation of one tensor into its key's bucket rows (no host sync, no collective).
+"""Device-side accumulation of float64 values into their keys' bucket rows (no sync, no collective).
 
-Every value is reduced where it lives, in float64: counts, the sum, the sum of squares centred
-on this call's own mean (``m2``) and ``sum**2 / n`` (which the merge needs to combine centred
-sums exactly), exact finite min/max, NaN/Inf/zero counts, and a histogram over the key's
-shared edges with underflow/overflow counts. NaN edges (no range known yet) count no bins.
-Every pass is over float64 values; sums never round to float32.
+One call reduces a batch of values, each tagged with its key's row (``rows``; ``None``: every
+value goes to the single row given): finite/NaN/zero counts, the float64 sum, the sum of squares
+centred on each row's own mean in this batch (``m2``) and ``sum**2 / n`` (which the merge needs
+to combine centred sums exactly), exact finite min/max, and the fixed log-spaced buckets
+(:mod:`.buckets`). The number of tensor operations does not depend on how many keys are in
+the batch, which is what keeps the recorder's cost per key small; every temporary lives in a
+reused :class:`Workspace` (fresh multi-megabyte CPU tensors page-fault on every call and cost
+more than the arithmetic). Counts that the host knows (calls, numel, shapes, modes) are not
+accumulated here.
 
 >>> import torch
->>> from surgeon_widgets.record.layout import MAX_WIDTH, SUM_WIDTH, FINITE, NANS, UNDER, HIST
->>> s = torch.zeros(SUM_WIDTH, dtype=torch.float64)
->>> m = torch.full((MAX_WIDTH,), float("-inf"), dtype=torch.float64)
->>> accumulate(s, m, torch.tensor([0.0, 1.0, 2.0, float("nan")]), (0.5, 2.5))
->>> int(s[FINITE]), int(s[NANS]), int(s[UNDER]), int(s[HIST:].sum()), float(m[0]), -float(m[1])
-(3, 1, 1, 2, 2.0, 0.0)
+>>> from surgeon_widgets.record.layout import MAX_WIDTH, SUM_WIDTH, FINITE, NANS, HIST
+>>> s = torch.zeros(2, SUM_WIDTH, dtype=torch.float64)
+>>> m = torch.full((2, MAX_WIDTH), float("-inf"), dtype=torch.float64)
+>>> x = torch.tensor([0.0, 1.0, 2.0, float("nan"), 5.0], dtype=torch.float64)
+>>> accumulate(s, m, x, torch.tensor([0, 0, 0, 0, 1]), torch.zeros(2, dtype=torch.float64))
+>>> s[:, FINITE].tolist(), s[:, NANS].tolist(), s[:, HIST:].sum(1).tolist()
+([3.0, 1.0], [1.0, 0.0], [3.0, 1.0])
+>>> m[:, 0].tolist(), (-m[:, 1]).tolist()  # max, min
+([2.0, 5.0], [0.0, 5.0])
 """
 
 from __future__ import annotations
 
-import functools
-import math
-
 import torch
 
-from .layout import BINS, DIMS, HIST, MAX_DIMS, NDIM, dtype_code
+from .buckets import BUCKETS, bucket_index
+from .layout import FINITE, HIST, MAX, NEG_MIN, SQ
 
-__all__ = ["accumulate"]
+__all__ = ["Workspace", "accumulate", "flat_values"]
+
+INF = float("inf")
+
+
+def flat_values(t: torch.Tensor, copy: bool) -> torch.Tensor:
+    """``t`` flat, detached, real (complex: its magnitude); ``copy``: safe from in-place edits.
+
+    The copy keeps ``t``'s dtype: a same-dtype copy costs a third of a converting one on small
+    tensors, and the batch converts to float64 once.
+    """
+    v = t.detach()
+    if v.is_complex():
+        return v.abs().reshape(-1)
+    v = v.reshape(-1)
+    return v.clone() if copy else v
+
+
+class Workspace:
+    """Reused buffers per (device, dtype, slot), grown to the largest batch seen."""
+
+    def __init__(self) -> None:
+        self._buffers: dict[tuple[torch.device, torch.dtype, int], torch.Tensor] = {}
+
+    def get(self, n: int, dtype: torch.dtype, device: torch.device, slot: int = 0) -> torch.Tensor:
+        key = (device, dtype, slot)
+        buffer = self._buffers.get(key)
+        if buffer is None or buffer.numel() < n:
+            buffer = self._buffers[key] = torch.empty(max(n, 1024), dtype=dtype, device=device)
+        return buffer[:n]
 
 
 def accumulate(
-    sums: torch.Tensor, maxes: torch.Tensor, value: torch.Tensor, edges: tuple[float, float]
+    sums: torch.Tensor,
+    maxes: torch.Tensor,
+    x: torch.Tensor,
+    rows: torch.Tensor | None,
+    centre: torch.Tensor | float = 0.0,
+    work: Workspace | None = None,
 ) -> None:
-    """Add ``value``'s statistics into ``sums`` (a sum-bucket row) and ``maxes`` (a max row).
+    """Add the statistics of ``x`` (flat float64) into ``sums`` / ``maxes`` rows, in place.
 
-    ``edges`` are host floats (known to every rank after the previous record), so choosing the
-    bins never syncs with the device.
+    ``rows[i]`` is the row of ``x[i]`` (int64, on ``x``'s device); with ``rows=None`` the
+    buckets have one row and every value belongs to it. The buckets are of ``x - centre``
+    (``centre``: one float64 per row, or a float with ``rows=None``): log-spaced buckets
+    resolve values relative to their distance from the centre, so a centre near the values'
+    mean resolves them relative to their spread. ``x`` is left as it was.
     """
-    v = value.detach()
-    shape = _shape_row(tuple(v.shape), v.dtype, maxes.device)
-    torch.maximum(maxes[NDIM:], shape, out=maxes[NDIM:])
-    x = v.reshape(-1)
-    if x.is_complex():
-        x = x.abs()
-    x = x.to(torch.float64)
-    device = x.device
-    if x.numel() == 0:
-        head = torch.zeros(HIST, dtype=torch.float64, device=device)
-        head[1] = 1.0  # a call, no values
-        sums[:HIST].add_(head.to(sums.device))
-        return
-    numel = float(x.numel())
-    finite = torch.isfinite(x)
-    n = finite.sum(dtype=torch.float64)
-    nans = torch.isnan(x).sum(dtype=torch.float64)
-    bad = numel - n
-    zeros = numel - torch.count_nonzero(x).to(torch.float64)
-    total = torch.where(finite, x, 0.0).sum()
+    k, n_values, device = len(sums), x.numel(), x.device
+    work = work or Workspace()
+
+    def buffer(dtype: torch.dtype, slot: int = 0) -> torch.Tensor:
+        return work.get(n_values, dtype, device, slot)
+
+    f1, f2 = buffer(torch.float64, 1), buffer(torch.float64, 2)
+    finite, flag, bad = buffer(torch.bool, 1), buffer(torch.bool, 2), buffer(torch.bool, 3)
+    torch.lt(torch.abs(x, out=f1), INF, out=finite)  # NaN < inf is False too
+    torch.logical_not(finite, out=bad)
+
+    def per_row(values: torch.Tensor) -> torch.Tensor:  # [k] float64 sums
+        # bool -> float64 casts are slow paths (ten times a sum): count, or fill a buffer
+        if rows is None:
+            if values.dtype == torch.bool:
+                return torch.count_nonzero(values).to(torch.float64).view(1)
+            return values.sum().view(1)
+        if values.dtype == torch.bool:
+            values = f2.zero_().masked_fill_(values, 1.0)
+        if device.type == "cpu":  # index_add_ is a loop over values on the CPU; bincount is not
+            return torch.bincount(rows, weights=values, minlength=k)
+        return torch.zeros(k, dtype=torch.float64, device=device).index_add_(0, rows, values)
+
+    n = per_row(finite)
+    nans = per_row(torch.ne(x, x, out=flag))
+    zeros = per_row(torch.eq(x, 0.0, out=flag))
+    total = per_row(f1.copy_(x).masked_fill_(bad, 0.0))
     mean = total / n.clamp(min=1.0)
-    # non-finite values take the mean: they add nothing to m2 and stay inside [min, max]
-    xm = torch.where(finite, x, mean)
-    low, high = torch.aminmax(xm)
-    d = xm - mean
-    m2 = torch.dot(d, d)
-    lo, hi = edges
-    hist = torch.zeros(BINS, dtype=torch.float64, device=device)
-    under = over = torch.zeros((), dtype=torch.float64, device=device)
-    if math.isfinite(lo) and math.isfinite(hi) and hi > lo:
-        scale = BINS / (hi - lo)
-        index = d.copy_(xm).sub_(lo).mul_(scale).floor_()
-        mean_index = ((mean - lo) * scale).floor()
-        raw_under = (index < 0).sum(dtype=torch.float64)
-        raw_over = (index >= BINS).sum(dtype=torch.float64)
-        index = index.clamp_(0, BINS - 1)
-        if device.type == "cpu":  # uint8 bincount: the fastest count on CPU
-            hist = torch.bincount(index.to(torch.uint8), minlength=BINS).double()
-        else:  # bincount sizes its output from the data, which syncs; scatter does not
-            ones = torch.ones(1, dtype=torch.float64, device=device).expand(index.numel())
-            hist = torch.zeros(BINS, dtype=torch.float64, device=device)
-            hist.scatter_add_(0, index.long(), ones)
-        # clamped values sit in the end bins, and the non-finite ones where the mean falls
-        hist[0] -= raw_under
-        hist[-1] -= raw_over
-        inside = (mean_index >= 0) & (mean_index < BINS)
-        hist.index_add_(0, mean_index.clamp(0, BINS - 1).long().view(1), (-bad * inside).view(1))
-        under = raw_under - bad * (mean_index < 0)
-        over = raw_over - bad * (mean_index >= BINS)
-    one = torch.ones((), dtype=torch.float64, device=device)
-    head = torch.stack([
-        one, one,  # has data (set again in step()), calls
-        torch.full((), numel, dtype=torch.float64, device=device),
-        n, nans, bad - nans, zeros, total, m2, total * total / n.clamp(min=1.0), under, over,
-    ])  # fmt: skip
-    sums.add_(torch.cat([head, hist]).to(sums.device))
-    # with no finite value, aminmax saw only the mean's NaN: contribute -inf
-    extremes = torch.stack([high, -low]).nan_to_num_(float("-inf"), float("-inf"), float("-inf"))
-    torch.maximum(maxes[: DIMS - 1], extremes.to(maxes.device), out=maxes[: DIMS - 1])
+    d = f1.sub_(mean if rows is None else torch.index_select(mean, 0, rows, out=f2))
+    m2 = per_row(d.masked_fill_(bad, 0.0).mul_(d))  # x - mean, 0 where x is not finite, squared
+    new = torch.stack([n, nans, zeros, total, m2, total * total / n.clamp(min=1.0)], 1)
+    # max and -min of the finite values (-inf where there are none)
+    high = f1.copy_(x).masked_fill_(bad, -INF)
+    low = torch.neg(x, out=f2).masked_fill_(bad, -INF)
+    if rows is None:
+        extremes = torch.stack([high.amax(), low.amax()]).view(1, 2)
+    else:
+        extremes = torch.full((2, k), -INF, dtype=torch.float64, device=device)
+        extremes[0].scatter_reduce_(0, rows, high, "amax")
+        extremes[1].scatter_reduce_(0, rows, low, "amax")
+        extremes = extremes.T
+    if rows is None:
+        shifted = torch.sub(x, centre, out=f1)
+    else:
+        shifted = torch.sub(x, torch.index_select(centre, 0, rows, out=f1), out=f1)
+    index = bucket_index(shifted, bad, buffer(torch.float32), buffer(torch.int32, 1),
+                         buffer(torch.int32, 2))  # fmt: skip
+    if rows is not None:  # row r's buckets are r * (BUCKETS + 1) + ...
+        index = torch.add(index, rows, alpha=BUCKETS + 1, out=buffer(torch.int64))
+    hist = _count(index, k * (BUCKETS + 1)).view(k, BUCKETS + 1)[:, :BUCKETS]
+    sums[:, FINITE : SQ + 1].add_(new.to(sums.device))
+    sums[:, HIST : HIST + BUCKETS].add_(hist.to(sums.device, torch.float64))
+    torch.maximum(maxes[:, MAX : NEG_MIN + 1], extremes.to(maxes.device),
+                  out=maxes[:, MAX : NEG_MIN + 1])  # fmt: skip
 
 
-@functools.lru_cache(maxsize=1024)
-def _shape_row(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    """``[ndim, dims (-1 padded), dtype code]`` for the max bucket (cached: shapes repeat)."""
-    dims = list(shape[:MAX_DIMS]) + [-1] * (MAX_DIMS - min(len(shape), MAX_DIMS))
-    return torch.tensor([len(shape), *dims, dtype_code(dtype)], dtype=torch.float64, device=device)
+def _count(index: torch.Tensor, size: int) -> torch.Tensor:
+    """How often each of ``size`` values occurs in ``index``."""
+    if index.device.type == "cpu":  # bincount is the fastest count on the CPU
+        return torch.bincount(index, minlength=size)
+    # bincount sizes its output from the data, which syncs on accelerators; index_add does not
+    ones = torch.ones(1, dtype=torch.int64, device=index.device).expand(index.numel())
+    return torch.zeros(size, dtype=torch.int64, device=index.device).index_add_(0, index, ones)

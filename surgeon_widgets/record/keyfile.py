@@ -35,7 +35,7 @@ import numpy as np
 
 from ..engine.series import StatsTable
 from ..engine.stats import TensorStats
-from .layout import BINS, DTYPES, FIELDS, MAGIC, RECORD
+from .layout import BINS, DTYPES, FIELDS, MAGIC, MODES, RECORD
 
 __all__ = ["RECORD_DTYPE", "KeyFile", "RecordedStats", "RunStats", "scan"]
 
@@ -63,14 +63,18 @@ class RunStats(TensorStats):
     """:class:`TensorStats` of a recorded step, merged over ranks, plus what only a run knows.
 
     ``ranks``: how many ranks had data; ``calls``: forward/backward calls summed over ranks;
-    ``under`` / ``over``: finite values outside the histogram's edges ``[lo, hi]``. ``shape``
-    is the largest local shape seen on any rank; ``numel`` counts every value on every rank.
+    ``under`` / ``over``: finite values outside the histogram's edges ``[lo, hi]``; ``mode``:
+    the forwards the record holds (train / eval / mixed: ranks differed), ``eval_calls``: eval
+    forwards left out of a training record. ``shape`` is the largest local shape seen on any
+    rank; ``numel`` counts every value on every rank.
     """
 
     ranks: int = 0
     calls: int = 0
     under: int = 0
     over: int = 0
+    mode: str = "train"
+    eval_calls: int = 0
 
 
 def valid(buf: memoryview, offsets: np.ndarray) -> np.ndarray:
@@ -156,6 +160,8 @@ def to_stats(v: dict, hist: np.ndarray) -> RunStats:
     notes = [f"{int(v['ranks'])} rank(s) had data"]
     if not binned and has:
         notes.append("no histogram at a key's first record (edges come from the previous one)")
+    if v.get("eval_calls"):
+        notes.append(f"{int(v['eval_calls'])} eval forward(s) left out")
     if v["under"] or v["over"]:
         notes.append(f"{int(v['under'])} below, {int(v['over'])} above the histogram")
     return RunStats(
@@ -167,6 +173,7 @@ def to_stats(v: dict, hist: np.ndarray) -> RunStats:
         lo=float(lo), hi=float(hi), hist=hist.astype(np.float32), note="; ".join(notes),
         l2=_l2(v) if has else None,
         ranks=int(v["ranks"]), calls=int(v["calls"]), under=int(v["under"]), over=int(v["over"]),
+        mode=MODES[int(v.get("mode", 0))], eval_calls=int(v.get("eval_calls", 0)),
     )  # fmt: skip
 
 
@@ -317,6 +324,14 @@ class KeyFile:
     def values(self) -> RecordedStats:
         """The records read so far as a :class:`RecordedStats` (later refreshes leave it be)."""
         return RecordedStats(self.path, self.columns)
+
+    def training(self) -> list[bool | None]:
+        """Each record's mode: ``True`` train, ``False`` eval, ``None`` mixed (ranks differed)
+        or not recorded (a run of format 1.0 / 1.1)."""
+        if "mode" not in self.columns:
+            return [None] * len(self)
+        return [(True, False, None)[m] if 0 <= m < 3 else None
+                for m in self.columns["mode"].tolist()]  # fmt: skip
 
     @property
     def nbytes(self) -> int:

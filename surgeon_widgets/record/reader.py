@@ -203,7 +203,7 @@ class Run:
     def _series(self, i: int) -> Series:
         key, f = self.keys[i], self._files[i]
         return Series(key["key"], key["layer"], key["leaf"], key["kind"],
-                      f.steps.tolist(), f.values())  # fmt: skip
+                      f.steps.tolist(), f.values(), f.training())  # fmt: skip
 
     def stats(self, layer: str) -> dict[str, Series]:
         """``{key: Series}`` of ``layer``: activations, then gradients, then parameters."""

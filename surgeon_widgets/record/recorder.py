@@ -24,6 +24,7 @@ rank's) or ``stopped`` (SIGTERM / SIGINT, :mod:`.signals`); ``resume=True`` appe
 from __future__ import annotations
 
 import atexit
+import functools
 import signal
 import time
 import weakref
@@ -45,16 +46,37 @@ from ..engine.registry import HookRegistry
 from ..engine.tensors import first_tensor
 from ..engine.torch_internals import GRAPH_TASK_ID
 from ..engine.wrappers import unwrap
-from .accumulate import accumulate
+from .accumulate import Workspace, accumulate, flat_values
 from .collect import RankMismatchError, distributed, layer_hash, reduce_buckets
-from .layout import BINS, CALLS, DTYPES, FIELDS, HAS, HEAD, MAX_WIDTH, RECORD, SUM_WIDTH, Key
-from .merge import merge, next_edges
+from .layout import (
+    BINS,
+    DTYPES,
+    EVALED,
+    FIELDS,
+    FORMAT,
+    HEAD,
+    HOST_SUMS,
+    MAX_DIMS,
+    MAX_WIDTH,
+    MODES,
+    RECORD,
+    SUM_WIDTH,
+    TRAINED,
+    Key,
+    dtype_code,
+)  # fmt: skip
+from .merge import merge, next_centres
 from .params import local_values
 from .peers import Board, agree_at_start, recorder_group
 from .runfolder import RunWriter, first_step
 from .signals import on_stop_signals
 
 __all__ = ["Recorder", "RecorderCost"]
+
+# tensors up to this many values are copied at the hook and reduced together in step() (one
+# batch of tensor operations for every key: the per-key cost is a copy); larger ones are
+# reduced at the hook, so no large copy outlives it
+BATCH_LIMIT = 1 << 11
 
 
 @dataclass
@@ -90,8 +112,16 @@ class Recorder:
 
     Call :meth:`step` once per optimizer step on every rank, after ``backward()``. Each
     recorded step writes one record per key: ``layer/output`` (the first tensor of the
-    output), ``layer/grad_output`` (its gradient, ``gradients=True``) and ``layer/<param>``
-    (``params=True``, from local shards in :meth:`step`), merged over every rank of ``group``.
+    output), ``layer/grad_output`` (its gradient, ``gradients=True``), ``layer/<param>`` and
+    ``layer/<param>.grad`` (``params=True``; the gradient also needs ``gradients=True``; read
+    from local shards in :meth:`step`), merged over every rank of ``group``.
+
+    Forwards while ``model.training`` is False (an eval pass) are kept out of a step's
+    training records: a record holds the training forwards of its step, or, at a step with
+    none, its eval forwards. The record's ``mode`` says which (``RunStats.mode``: ``train``,
+    ``eval``, or ``mixed`` when ranks differed) and ``eval_calls`` counts the eval forwards
+    left out. Each record's histogram covers all of that step's finite values (fixed
+    log-spaced buckets merged over ranks, shown as 64 bins over the record's min/max).
 
     Args:
         model: the user's module, also inside DDP, after ``fully_shard`` or ``torch.compile``
@@ -100,7 +130,8 @@ class Recorder:
         layers: module names (``get_layers(model)``); default every leaf module.
         every: record steps ``0, every, 2 * every, ...``.
         gradients: also record the gradient of each layer's output (tensor hooks).
-        params: also record each layer's own parameters.
+        params: also record the parameters of each layer and of its submodules
+            (``block/dense.weight``), and with ``gradients`` their ``.grad`` (as wandb.watch).
         group: the data-parallel process group (default: the world). The Recorder makes its
             own group over the same ranks once (over a subgroup: make your groups first).
         writer: the group rank that writes the folder.
@@ -159,7 +190,7 @@ class Recorder:
         self.keys = self._make_keys(modules)
         self.cost = RecorderCost()
         self._step = 0  # the step number of the next rec.step()
-        self._calls = 0
+        self._step_calls = 0
         self._closed = False
         self._world = dist.get_world_size(group) if distributed(group) else 1
         self._rank = dist.get_rank(group) if distributed(group) else 0
@@ -178,8 +209,13 @@ class Recorder:
         self._maxes_flat = torch.full((HEAD + k * MAX_WIDTH,), float("-inf"), dtype=torch.float64,
                                       device=self._device)  # fmt: skip
         self._maxes = self._maxes_flat[HEAD:].view(k, MAX_WIDTH)
-        self._edges_host = np.full((k, 2), np.nan)
-        self._edges_list = [(float("nan"), float("nan"))] * k
+        self._centres = np.zeros(k)  # bucket centres: each key's previous mean (same on all ranks)
+        self._centre_list = [0.0] * k
+        self._centre_device: dict[torch.device, torch.Tensor] = {}
+        self._work = Workspace()
+        self._reset_host()
+        self._params = [(key, modules[key.layer]) for key in self.keys
+                        if key.kind in ("parameter", "parameter_gradient")]  # fmt: skip
         start: int | Exception = -1
         if self._rank == writer:
             try:
@@ -216,7 +252,7 @@ class Recorder:
     @property
     def step_count(self) -> int:
         """How many times :meth:`step` was called (on this Recorder)."""
-        return self._calls
+        return self._step_calls
 
     def step(self, step: int | None = None) -> None:
         """End one optimizer step: on a recording step, merge over ranks and write the records.
@@ -243,8 +279,8 @@ class Recorder:
             if self._writer is not None:
                 self._writer.beat(self._step)
             self._step += 1
-            self._calls += 1
-            self.cost.steps = self._calls
+            self._step_calls += 1
+            self.cost.steps = self._step_calls
             self.cost.step_seconds += time.perf_counter() - start
 
     def close(self, error: BaseException | str | None = None) -> None:
@@ -294,8 +330,11 @@ class Recorder:
             specs += [(f"{n}/grad_output", n, "grad_output", "gradient") for n in self.layers]
         if self.params:
             for name in self.layers:
-                for pname, _ in modules[name].named_parameters(recurse=False):
+                for pname, _ in modules[name].named_parameters():
                     specs.append((f"{name}/{pname}", name, pname, "parameter"))
+                    if self.gradients:
+                        specs.append((f"{name}/{pname}.grad", name, f"{pname}.grad",
+                                      "parameter_gradient"))  # fmt: skip
         return [Key(i, *spec) for i, spec in enumerate(specs)]
 
     def _bucket_device(self) -> torch.device:
@@ -329,7 +368,8 @@ class Recorder:
     def _manifest(self, model: nn.Module) -> dict:
         return {
             "record": {"size": RECORD.size, "struct": RECORD.format, "fields": FIELDS,
-                       "bins": BINS, "hist_dtype": "float32", "dtypes": DTYPES},
+                       "bins": BINS, "hist_dtype": "float32", "dtypes": DTYPES,
+                       "modes": MODES, "version": FORMAT},
             "keys": [k.to_json() for k in self.keys],
             "layers": self.layers, "every": self.every, "gradients": self.gradients,
             "params": self.params, "world_size": self._world, "writer_rank": self._rank,
@@ -337,41 +377,138 @@ class Recorder:
             "rows": module_rows(self.model), "created": time.time(),
         }  # fmt: skip
 
-    def _add(self, index: int, value: torch.Tensor) -> None:
+    def _reset_host(self) -> None:
+        """This step's counts that the host knows, per key (they join the buckets in step())."""
+        k = len(self.keys)
+        self._calls, self._numel, self._evals = [0] * k, [0] * k, [0] * k
+        self._trained, self._evaled = [False] * k, [False] * k
+        self._shapes: list[np.ndarray | None] = [None] * k
+        self._last_shape: list[Any] = [None] * k
+        self._pending: list[tuple[int, torch.Tensor]] = []  # (key, values) reduced in step()
+
+    def _take(self, index: int, value: torch.Tensor, train: bool = True) -> None:
+        """Count one call's ``value`` for key ``index`` (from a hook or step(); no sync)."""
         start = time.perf_counter()
-        accumulate(self._sums[index], self._maxes[index], value, self._edges_list[index])
+        if not train:
+            if self._trained[index]:  # this step's record holds its training forwards
+                self._evals[index] += 1
+                return
+            self._evaled[index] = True
+        elif self._evaled[index]:  # eval forwards came first: they leave the training record
+            self._drop(index)
+        self._trained[index] = train
+        self._calls[index] += 1
+        self._numel[index] += value.numel()
+        shape = (value.shape, value.dtype)
+        if shape != self._last_shape[index]:
+            self._last_shape[index] = shape
+            row = _shape_row(tuple(value.shape), value.dtype)
+            known = self._shapes[index]
+            self._shapes[index] = row if known is None else np.maximum(known, row)
+        if value.numel() <= BATCH_LIMIT:
+            self._pending.append((index, flat_values(value, copy=True)))
+        else:
+            i = slice(index, index + 1)
+            x = flat_values(value, copy=False).to(torch.float64)
+            accumulate(self._sums[i], self._maxes[i], x, None, self._centre_list[index], self._work)
         self.cost.hook_seconds += time.perf_counter() - start
 
+    def _drop(self, index: int) -> None:
+        """Forget key ``index``'s eval forwards of this step: training forwards replace them."""
+        self._evals[index] += self._calls[index]
+        self._calls[index] = self._numel[index] = 0
+        self._evaled[index] = False
+        self._shapes[index] = self._last_shape[index] = None
+        self._pending = [(i, v) for i, v in self._pending if i != index]
+        self._sums[index].zero_()
+        self._maxes[index].fill_(float("-inf"))
+
+    def _flush(self) -> None:
+        """Reduce the batched small values (one pass for all keys) and write the host counts."""
+        groups: dict[tuple[torch.device, torch.dtype], list[tuple[int, torch.Tensor]]] = {}
+        for index, values in self._pending:
+            groups.setdefault((values.device, values.dtype), []).append((index, values))
+        for (device, _), items in groups.items():  # one batch per device and dtype
+            values = [v for _, v in items]
+            n = sum(v.numel() for v in values)
+            x = self._work.get(n, torch.float64, device, 3)
+            if values[0].dtype == torch.float64:
+                torch.cat(values, out=x)
+            else:
+                x.copy_(torch.cat(values, out=self._work.get(n, values[0].dtype, device, 3)))
+            rows = np.repeat([i for i, _ in items], [v.numel() for _, v in items])
+            centres = self._centre_device.get(device)
+            if centres is None:
+                centres = self._centre_device[device] = torch.from_numpy(self._centres).to(device)
+            rows_t = torch.from_numpy(rows).to(device)
+            accumulate(self._sums, self._maxes, x, rows_t, centres, self._work)
+        calls = np.array(self._calls, dtype=np.float64)
+        host = np.stack([calls > 0, calls, self._numel, self._evals], 1).astype(np.float64)
+        self._sums[:, :HOST_SUMS].copy_(torch.from_numpy(host))
+        shapes = np.full((len(self.keys), MAX_WIDTH - TRAINED), float("-inf"))
+        shapes[:, 0] = self._trained
+        shapes[:, EVALED - TRAINED] = self._evaled
+        for i, row in enumerate(self._shapes):
+            if row is not None:
+                shapes[i, EVALED - TRAINED + 1 :] = row
+        self._maxes[:, TRAINED:].copy_(torch.from_numpy(shapes))
+
     def _record(self) -> None:
-        if self.params:
-            modules = dict(self.model.named_modules())
-            for key in self.keys:
-                if key.kind == "parameter":
-                    values = local_values(getattr(modules[key.layer], key.leaf), self._rank)
-                    if values is not None:
-                        self._add(key.index, values)
-        self._sums[:, HAS] = (self._sums[:, CALLS] > 0).to(self._sums.dtype)
+        rank = self._rank
+        for key, module in self._params:
+            param = module.get_parameter(key.leaf.removesuffix(".grad"))
+            if key.kind == "parameter_gradient":
+                param = param.grad
+            values = None if param is None else local_values(param, rank)
+            if values is not None:
+                self._take(key.index, values)
+        start = time.perf_counter()
+        self._flush()
+        self.cost.hook_seconds += time.perf_counter() - start
         sums, maxes = self._reduce()
         k = len(self.keys)
         max_rows = maxes[HEAD:].view(k, MAX_WIDTH).numpy()
-        rows, hists = merge(sums.view(k, SUM_WIDTH).numpy(), max_rows,
-                            self._edges_host)  # fmt: skip
-        self._edges_host = next_edges(rows, self._edges_host)
-        self._edges_list = [(float(lo), float(hi)) for lo, hi in self._edges_host]
+        rows, hists = merge(sums.view(k, SUM_WIDTH).numpy(), max_rows, self._centres)
+        self._centres = next_centres(rows, self._centres)
+        self._centre_list = self._centres.tolist()
+        self._centre_device.clear()
         self._sums.zero_()
         self._maxes_flat.fill_(float("-inf"))
+        self._reset_host()
         self.cost.recorded += 1
         if self._writer is not None:
-            which = [i for i in range(k) if rows[i, 0] > 0]
+            which = np.flatnonzero(rows[:, 0] > 0).tolist()
             self.cost.bytes_written += self._writer.append(self._step, rows, hists, which)
 
 
+@functools.lru_cache(maxsize=1024)
+def _shape_row(shape: tuple[int, ...], dtype: torch.dtype) -> np.ndarray:
+    """``[ndim, dims (-1 padded), dtype code]`` of the max bucket (cached: shapes repeat)."""
+    dims = list(shape[:MAX_DIMS]) + [-1] * (MAX_DIMS - min(len(shape), MAX_DIMS))
+    row = np.array([len(shape), *dims, dtype_code(dtype)], dtype=np.float64)
+    row.setflags(write=False)
+    return row
+
+
 def _eager(fn):
-    # under torch.compile the hook runs eagerly (a graph break) instead of being traced away
-    return torch.compiler.disable(fn, recursive=True)
+    # under torch.compile the hook runs eagerly (a graph break) instead of being traced away;
+    # in eager mode it is called directly (the disabled wrapper costs more than the hook)
+    disabled = torch.compiler.disable(fn, recursive=True)
+
+    @functools.wraps(fn)
+    def hook(*args: Any) -> None:
+        if torch.compiler.is_compiling():
+            return disabled(*args)
+        return fn(*args)
+
+    return hook
 
 
 def _forward_hook(me: weakref.ref[Recorder], index: int, grad_index: int | None):
+    # made once per layer: a hook made per forward would cost more than recording its values
+    grad_hook = None if grad_index is None else _grad_hook(me, grad_index)
+    grad_name = str(grad_index)
+
     @_eager
     def hook(module: nn.Module, args: Any, output: Any) -> None:
         rec = me()
@@ -380,12 +517,13 @@ def _forward_hook(me: weakref.ref[Recorder], index: int, grad_index: int | None)
         t = first_tensor(output)
         if t is None:
             return
+        train = rec.model.training
         if not _in_backward():
-            rec._add(index, t)
-        if grad_index is not None and t.requires_grad and torch.is_grad_enabled():
+            rec._take(index, t, train)
+        if grad_hook is not None and train and t.requires_grad and torch.is_grad_enabled():
             # under reentrant checkpointing only the recomputed output gets a gradient;
             # under non-reentrant checkpointing the recomputed one never does: counted once
-            rec._grad_hooks.tensor(t, _grad_hook(me, grad_index), name=str(grad_index))
+            rec._grad_hooks.tensor(t, grad_hook, name=grad_name)
 
     return hook
 
@@ -396,7 +534,7 @@ def _grad_hook(me: weakref.ref[Recorder], index: int):
         rec = me()
         if rec is None or rec._closed or inert(grad):
             return
-        rec._add(index, grad)
+        rec._take(index, grad)
 
     return hook
 

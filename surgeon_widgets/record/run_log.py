@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from ..engine.stats import TensorStats
-from .layout import BINS, DTYPES, FIELDS, RECORD, Key
+from .layout import BINS, DTYPES, FIELDS, MODES, RECORD, Key
 from .runfolder import RunWriter
 
 __all__ = ["RunLog", "stats_row"]
@@ -38,8 +38,9 @@ F = {name: i for i, name in enumerate(FIELDS)}
 KIND = {"weight": "parameter"}  # the live view's kind -> the Recorder's, where they are one
 
 
-def stats_row(stats: TensorStats) -> tuple[np.ndarray, np.ndarray]:
-    """The record fields and histogram of one tensor's stats (one rank, one call)."""
+def stats_row(stats: TensorStats, training: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The record fields and histogram of one tensor's stats (one rank, one call, in the
+    model's ``training`` mode: ``None`` is not known, recorded as train)."""
     row = np.zeros(len(FIELDS))
     finite = stats.numel - stats.nans - stats.infs
     has = stats.mean is not None
@@ -53,6 +54,7 @@ def stats_row(stats: TensorStats) -> tuple[np.ndarray, np.ndarray]:
         "under": 0, "over": 0, "ndim": len(stats.shape),
         "dtype": DTYPES.index(stats.dtype) if stats.dtype in DTYPES else -1,
         "l2": stats.l2 if stats.l2 is not None else math.nan,
+        "mode": MODES.index("eval") if training is False else MODES.index("train"),
     }  # fmt: skip
     dims = [i for i, name in enumerate(FIELDS) if name.startswith("dim")]
     for i, size in zip(dims, stats.shape):
@@ -112,7 +114,7 @@ class RunLog:
         if key not in self._keys:
             self._add_key(Key(len(self._keys), key, layer, leaf, KIND.get(kind, kind)))
         index = self._keys[key].index
-        row, hist = stats_row(stats)
+        row, hist = stats_row(stats, training)
         rows = np.zeros((index + 1, len(FIELDS)))
         hists = np.zeros((index + 1, BINS), dtype=np.float32)
         rows[index], hists[index] = row, hist

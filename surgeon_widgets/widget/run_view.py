@@ -45,7 +45,7 @@ from .wire import fit_budget, snapshot_message, stats_message
 __all__ = ["RunView"]
 
 HISTORY = 256  # records per key sent to the view (the live Explorer keeps as many)
-WIRE_KIND = {"parameter": "weight"}  # the recorder's kind -> the wire's (PROTOCOL.md "Item")
+WIRE_KIND = {"parameter": "weight", "parameter_gradient": "weight grad"}  # recorder -> wire kind
 NO_PARAMS = "no parameters recorded for this layer (Recorder(params=True) records them)"
 
 
@@ -66,8 +66,8 @@ def records(series: Series, since: int = -1, limit: int = HISTORY) -> list[Recor
     Only those are built: a recorded series of 10k steps reads 256 histograms, not 10k.
 
     Where a run does not record the model's train / eval mode, ``training`` is ``None`` (not sent).
-    Recorded parameters (kind ``parameter``) go out as the live Explorer's ``weight`` items, so
-    the front end orders and colours them the same.
+    Recorded parameters (kind ``parameter``) and their gradients go out as the live Explorer's
+    ``weight`` / ``weight grad`` items, so the front end orders and colours them the same.
     """
     kind = WIRE_KIND.get(series.kind, series.kind)
     start = max(bisect.bisect_right(series.steps, since), len(series.steps) - limit)

@@ -15,6 +15,7 @@ from torch import nn
 
 from surgeon_widgets import Recorder, read_run
 from surgeon_widgets.record import RankMismatchError
+from surgeon_widgets.record.buckets import BUCKETS, E_HIGH, E_LOW, SUB_BITS, rebin
 
 TIMEOUT = timedelta(seconds=30)
 
@@ -83,8 +84,24 @@ def gather(values: list[torch.Tensor]) -> np.ndarray:
     return np.concatenate(out)
 
 
-def compare(stats, ref: np.ndarray, where: str) -> dict:
-    """Assert the merged record equals the stats of the concatenated values."""
+def buckets_of(values: np.ndarray, centre: float) -> np.ndarray:
+    """Bucket counts of ``values`` (finite) about ``centre``, from numpy's frexp: the reference
+    for the recorder's float32-bit bucketing."""
+    v = (values - centre).astype(np.float32)
+    mantissa, exponent = np.frexp(np.abs(v))  # |v| = mantissa * 2**exponent, mantissa in [0.5, 1)
+    sub = np.floor((mantissa * 2 - 1) * 2**SUB_BITS)
+    side = (E_HIGH - E_LOW) << SUB_BITS
+    q = np.clip((exponent - 1 - E_LOW) * 2**SUB_BITS + sub + 1, 0, side)
+    q[v == 0] = 0
+    index = (side + np.where(np.signbit(v), -q, q)).astype(int)
+    return np.bincount(index, minlength=BUCKETS).astype(np.float64)
+
+
+def compare(stats, ref: np.ndarray, where: str, centre: float) -> dict:
+    """Assert the merged record equals the stats of the concatenated values.
+
+    ``centre``: the key's previous recorded mean (0 at its first record), the buckets' centre.
+    """
     finite = ref[np.isfinite(ref)]
     assert stats.numel == ref.size, (where, stats.numel, ref.size)
     assert stats.min == finite.min() and stats.max == finite.max(), (where, stats.min, finite.min())
@@ -95,13 +112,13 @@ def compare(stats, ref: np.ndarray, where: str) -> dict:
         finite.std(ddof=1),
     )
     assert stats.nans == int(np.isnan(ref).sum()) and stats.infs == int(np.isinf(ref).sum()), where
-    if np.isfinite(stats.lo) and stats.hist.sum() + stats.under + stats.over > 0:
-        index = np.floor((finite - stats.lo) * (64 / (stats.hi - stats.lo)))
-        expect = np.bincount(index[(index >= 0) & (index < 64)].astype(int), minlength=64)
-        assert np.array_equal(stats.hist, expect), (where, stats.hist, expect)
-        assert stats.under == int((index < 0).sum()) and stats.over == int((index >= 64).sum()), (
-            where
-        )
+    # the histogram: the buckets of both ranks' values together, re-binned over [min, max]
+    expect = rebin(buckets_of(finite, centre)[None], finite.min(keepdims=True),
+                   finite.max(keepdims=True), np.array([centre]))[0]  # fmt: skip
+    assert np.array_equal(stats.hist, expect.astype(np.float32)), (where, stats.hist, expect)
+    assert (stats.lo, stats.hi, stats.under, stats.over) == (finite.min(), finite.max(), 0, 0)
+    l2 = np.sqrt((finite * finite).sum())
+    assert abs(stats.l2 - l2) <= 1e-9 * l2 + 1e-12, (where, stats.l2, l2)
     return {"numel": stats.numel, "mean": stats.mean, "std": stats.std}
 
 
@@ -131,9 +148,11 @@ def check_run(folder: Path, refs, watch) -> dict:
     checked = 0
     for n in watch:
         stats = run.stats(n)
+        outs, grads = stats[f"{n}/output"].values, stats[f"{n}/grad_output"].values
         for i, step in enumerate(stats[f"{n}/output"].steps):
-            compare(stats[f"{n}/output"].values[i], refs[step][n][0], f"{n} step {step}")
-            compare(stats[f"{n}/grad_output"].values[i], refs[step][n][1], f"{n} grad step {step}")
+            centres = (outs[i - 1].mean, grads[i - 1].mean) if i else (0.0, 0.0)
+            compare(outs[i], refs[step][n][0], f"{n} step {step}", centres[0])
+            compare(grads[i], refs[step][n][1], f"{n} grad step {step}", centres[1])
             assert stats[f"{n}/output"].values[i].ranks == dist.get_world_size()
             checked += 2
     return {"checked": checked, "steps": run.steps, "layers": run.layers}
@@ -175,6 +194,9 @@ def scenario(kind: str, arch: str, folder: Path, rank: int) -> dict:
         full = sum(p.numel() for p in [model.get_submodule(params_of).weight])
         assert weight.latest.numel == full, (weight.latest.numel, full)
         out["weight_numel"] = weight.latest.numel
+        grad = run.stats(params_of)[f"{params_of}/weight.grad"]  # after backward, before step
+        assert grad.steps == [0, 2, 4] and grad.latest.numel == full, (grad.steps, full)
+        out["grad_numel"] = grad.latest.numel
         out["keys"] = [k["key"] for k in run.keys]
     return out
 
@@ -220,8 +242,9 @@ def moe(folder: Path, rank: int) -> dict:
     assert [s.ranks for s in expert["expert/output"].values] == [1, 1, 1]
     assert [s.ranks for s in shared["shared/output"].values] == [2, 2, 2]
     assert expert["expert/output"].latest.numel == 18 and shared["shared/output"].latest.numel == 36
-    compare(expert["expert/output"].latest, acts[-1].numpy(), "expert")
-    compare(expert["expert/grad_output"].latest, grads[-1].numpy(), "expert grad")
+    out, grad = expert["expert/output"].values, expert["expert/grad_output"].values
+    compare(out[-1], acts[-1].numpy(), "expert", out[-2].mean)
+    compare(grad[-1], grads[-1].numpy(), "expert grad", grad[-2].mean)
     assert run.manifest["writer_rank"] == 1 and run.status["pid"] == os.getpid()  # rank 1 wrote
     return {"expert_ranks": expert["expert/output"].latest.ranks, "shared_ranks": 2}
 

@@ -31,6 +31,8 @@ def test_ddp_fsdp2_cnn_transformer_merged_and_moe(spawn, tmp_path):
     # parameters: FSDP2 shards and DDP replicas each counted once
     assert result["fsdp-transformer"]["weight_numel"] == 50 * 32
     assert result["ddp-cnn"]["weight_numel"] == 4 * 8
+    assert result["fsdp-transformer"]["grad_numel"] == 50 * 32
+    assert result["ddp-cnn"]["grad_numel"] == 4 * 8
     # the expert ran on rank 0 only; rank 1 (writer=1) wrote the run and checked it
     assert set(result["moe"]) == {"pid"}
     assert json.loads((tmp_path / "result1.json").read_text())["moe"] == {

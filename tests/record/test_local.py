@@ -39,10 +39,10 @@ def test_single_process_record_equals_the_values(tmp_path):
         assert stats.min == finite.min() and stats.max == finite.max()
         assert stats.mean == pytest.approx(finite.mean(), rel=1e-12)
         assert stats.std == pytest.approx(finite.std(ddof=1), rel=1e-12)
-    # the first record has no edges yet; later ones count every finite value once
-    assert series.values[0].hist.sum() == 0 and "first record" in series.values[0].note
-    for s in series.values[1:]:
-        assert s.hist.sum() + s.under + s.over == s.numel - s.nans - s.infs
+    # every record, the first included, bins every finite value between its min and max
+    for s in series.values:
+        assert s.hist.sum() == pytest.approx(s.numel - s.nans - s.infs, rel=1e-6)
+        assert (s.lo, s.hi, s.under, s.over) == (s.min, s.max, 0, 0)
     assert rec.cost.recorded == 4 and rec.cost.bytes_written == 8 * RECORD.size
     assert "4 of 4 steps recorded" in str(rec.cost)
 

@@ -203,7 +203,7 @@ def test_run_to_pandas_equals_the_series(recorded):
                 assert (row["mean"], row["std"], row["min"], row["max"], row["zeros"]) == (
                     v.mean, v.std, v.min, v.max, v.zeros
                 )  # fmt: skip
-                assert row["l2"] == v.l2 and pd.isna(row["training"])
+                assert row["l2"] == v.l2 and row["training"] == (v.mode == "train")
                 h = series.histogram(step)
                 assert np.array_equal(h.counts, v.hist)
                 assert h.edges[[0, -1]].tolist() == [v.lo, v.hi]

@@ -66,7 +66,12 @@ def test_from_run_follows_a_running_job_then_replays(tmp_path, from_view):
     assert view.layers == LAYERS and view.view.selected == LAYERS
     assert view.view.rows == done.rows and any(r["name"] == "block2.relu" for r in view.view.rows)
     stats = view.stats("fc")
-    assert list(stats) == ["fc/output", "fc/grad_output", "fc/weight", "fc/bias"]
+    assert list(stats) == ["fc/output", "fc/grad_output", "fc/weight", "fc/bias",
+                           "fc/weight.grad", "fc/bias.grad"]  # fmt: skip
+    # parameter gradients go out as the live Explorer's "weight grad" items; every item has L2
+    assert {i["kind"] for i in items if i["layer"] == "fc"} == {
+        "activation", "gradient", "weight", "weight grad"}  # fmt: skip
+    assert all(i["l2"] is not None for i in items)
     assert stats["fc/output"].steps == list(range(14))
     assert stats["fc/output"].latest.ranks == 2 and stats["fc/weight"].latest.ranks == 1
     assert stats["fc/output"].latest.mean == done.stats("fc")["fc/output"].latest.mean
@@ -78,7 +83,7 @@ def test_from_run_follows_a_running_job_then_replays(tmp_path, from_view):
     replay.view.send = lambda content, buffers=None: got.append(content)
     from_view(replay.view, {"type": "hello"})
     assert got[0]["type"] == "snapshot"
-    assert all("training" not in i for i in got[0]["items"]), "a run records no train/eval mode"
+    assert all(i["training"] is True for i in got[0]["items"]), "a training job records train"
     assert [i["step"] for i in got[0]["history"]["block1.conv/output"]] == list(range(14))
     assert "image/png" in replay._repr_mimebundle_()
     view.close()
