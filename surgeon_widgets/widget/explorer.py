@@ -25,9 +25,9 @@ from ..engine.tracing import ExampleInputs
 from ..engine.wrappers import unwrap
 from .front_end import FrontEnd
 from .history import History, Record, Series
-from .live.selection import COMPILED, Selection, SelectionHooks, resolve
+from .live.selection import Selection, SelectionHooks, compile_note, resolve
 from .runtime import hook_guards, notebook, ownership
-from .runtime.compiled import compiled_parts, is_compiled
+from .runtime.eager_steps import available as eager_only
 from .runtime.handover import Handover, messages_on_model_thread
 from .runtime.kernel_comms import connect, main_loop_scheduler
 from .runtime.shown import ShownLater
@@ -113,7 +113,9 @@ class Explorer(ShownLater, FrontEnd):
             raise TypeError(f"Explorer got an unknown argument {key!r}; {tail}")
         self._watched = model  # what the user calls: the root of a step (a compiled wrapper)
         model = self._model = unwrap(model)  # names, hooks and traces: the model's own
-        self._lease = hook_guards.hold(model)  # dynamo sees our hooks while this Explorer lives
+        # dynamo sees our hooks while this Explorer lives, unless they never meet compiled code
+        lease = hook_guards.Lease(None) if eager_only(self._watched) else hook_guards.hold(model)
+        self._lease = lease
         ownership.release_when_collected(self, model, self._lease)  # hooks hold parts weakly
         self._tree = TreePanel(model, example_inputs)
         self._history = History()
@@ -130,7 +132,7 @@ class Explorer(ShownLater, FrontEnd):
             self._show_cut, lambda ok, message: self.send(*insert_result(ok, message)),
             notebook.user_namespace, notebook.shell,
         )  # fmt: skip
-        notes = [COMPILED] if is_compiled(self._watched) or compiled_parts(model) else []
+        notes = [note for note in [compile_note(self._watched)] if note]
         hand_over(self, HANDED_OVER, self._handover)
         super().__init__(
             rows=self._tree.module_rows, gradients=gradients, max_rate=max_rate, notes=notes

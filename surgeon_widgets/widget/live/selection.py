@@ -29,24 +29,37 @@ a message for each name that cannot (graph nodes, unknown names, parts compiled 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import contextlib
+from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple
 
 from torch import nn
 
+from ...engine import guard
 from ...engine.naming import split_call_suffix
 from ...engine.wrappers import unwrap
 from ..history import Record
-from ..runtime.compiled import compiled_parts, fullgraph_parts
+from ..runtime import eager_steps
+from ..runtime.compiled import compiled_parts, fullgraph_parts, is_compiled
 from .attention import AttentionView, Send
+from .eager_pace import EagerPace
 from .failures import Failure, log_failure
 from .hooks import LiveHooks
 from .params import ParamWatch
 from .steps import StepClock
 from .throttle import Throttle
 
-__all__ = ["COMPILED", "FULLGRAPH", "META", "Selection", "SelectionHooks", "resolve"]
+__all__ = [
+    "COMPILED", "EAGER_STEPS", "FULLGRAPH", "META", "Selection", "SelectionHooks",
+    "compile_note", "resolve",
+]  # fmt: skip
 
+EAGER_STEPS = (
+    "torch.compile: the forwards that record run eagerly, hooks attached for that call only; "
+    "every other step runs your compiled graph untouched, so a selection change compiles "
+    "nothing and adds no graph break. Recorded steps are spaced so that running them eagerly "
+    "costs at most ~2% of the time."
+)
 COMPILED = (
     "torch.compile: selected layers record through torch.compiler.disable, and selected "
     "attention layers run eagerly so that their maps can be recorded: a graph break at each; "
@@ -61,6 +74,15 @@ META = (
     "meta tensors have no values: the model is on the meta device, so selected layers get no "
     "statistics. Build it on a real device (e.g. model.to_empty(device='cpu')) to see them."
 )
+
+
+def compile_note(watched: nn.Module) -> str | None:
+    """The note for a model as the user calls it: how it is observed under torch.compile."""
+    if eager_steps.available(watched):
+        return EAGER_STEPS
+    if is_compiled(watched) or compiled_parts(unwrap(watched)):
+        return COMPILED
+    return None
 
 
 class Selection(NamedTuple):
@@ -110,31 +132,97 @@ class SelectionHooks:
             training=lambda: self.clock.training,
         )  # fmt: skip
         self.params = ParamWatch(model, sink, due, on_failure)
+        self.watched = watched
+        self.eager_only = eager_steps.available(watched)  # hooks only in eager steps
+        self.steps: eager_steps.EagerSteps | None = None  # while layers are selected
+        self.pace = EagerPace(self.throttle.budget)
+        self._selection = Selection(())
+        self._in_step = False
 
     def sync(self, selection: Selection, in_forward: bool = False) -> list[dict]:
         """Attach exactly ``selection``'s hooks; return them as the ``hooks`` trait lists them.
 
         ``in_forward``: called from a root pre-hook in a forward that has begun (a click
-        applied mid-forward): the step clock counts this forward too.
+        applied mid-forward): the step clock counts this forward too. On a compiled model
+        (:attr:`eager_only`) the hooks go on only for the eager steps (:meth:`_plan`).
         """
         layers = list(selection.layers)
-        if layers:
+        self._selection = selection
+        if self.eager_only:
+            self.clock.close()  # the steps count in _plan, outside the compiled region
+            self._eager_steps(bool(layers))
+            self.pace.now_due()  # a new selection's first record comes with the next forward
+        elif layers:
             self.clock.attach(this_forward=in_forward)
         else:
             self.clock.close()
-        self.activations.sync(layers, selection.gradients)
-        self.attention.sync(layers)
-        self.params.sync(selection.params)
-        if layers and compiled_parts(self.model):
+        self._attach(selection)
+        if layers and compiled_parts(self.model) and not self.eager_only:
             self.on_note(COMPILED)  # blocks compiled in place, also after the Explorer was made
         if layers and any(p.is_meta for p in self.model.parameters()):
             self.on_note(META)
         kinds = ["forward", "gradient"] if selection.gradients else ["forward"]
-        return [
+        hooks = [
             *({"name": n, "kind": k} for n in self.activations.attached for k in kinds),
             *({"name": n, "kind": "attention"} for n in self.attention.attached),
             *({"name": n, "kind": "parameters"} for n in self.params.attached),
         ]
+        if self.eager_only and not self._in_step:
+            self._park()
+        return hooks
+
+    def _attach(self, selection: Selection) -> None:
+        self.activations.sync(selection.layers, selection.gradients)
+        self.attention.sync(selection.layers)
+        self.params.sync(selection.params)
+
+    def _park(self, gradients: bool = False) -> None:
+        """Take the hooks off the modules (``gradients``: those of a past backward too)."""
+        self.activations.park(gradients)
+        self.attention.park()
+        self.params.park(gradients)
+
+    def _eager_steps(self, wanted: bool) -> None:
+        if wanted and self.steps is None:
+            self.steps = eager_steps.eager_steps(self.watched, self._plan, self.pace.took)
+        elif not wanted and self.steps is not None:
+            self.steps.remove()
+            self.steps = None
+
+    def _plan(self, args: tuple, kwargs: dict) -> contextlib.AbstractContextManager | None:
+        """At each call of the compiled model: count the step; if an update is due, the hooks
+        for this one forward (run eagerly by :mod:`..runtime.eager_steps`)."""
+        if guard.inert(args, kwargs):
+            return None
+        self.clock.count(args, kwargs)
+        self._park(gradients=True)  # the backward of the last eager step is done
+        paced = self.throttle.max_rate > 0  # max_rate=0: every forward records
+        if not self._selection.layers or not self._due() or (paced and not self.pace.allowed()):
+            return None
+        return self._eager_step()
+
+    def _due(self) -> bool:
+        """Is an update of any key of the selection due (without counting it as made)?"""
+        selection = self._selection
+        layers, params = set(selection.layers), set(selection.params)
+        later = {"gradient": layers if selection.gradients else set(), "weight grad": params}
+        keys = [
+            *((n, "activation") for n in layers),
+            *((n, "attention") for n in self.attention.layers if n in layers),
+            *((n, "weight") for n in params),
+            *self.throttle.seen(lambda k: _layer_key(k[0], later.get(k[1], set()))),
+        ]
+        return any(self.throttle.ready(k) for k in keys)
+
+    @contextlib.contextmanager
+    def _eager_step(self) -> Iterator[None]:
+        self._in_step = True
+        try:
+            self._attach(self._selection)
+            yield
+        finally:
+            self._in_step = False
+            self._park()  # gradient hooks stay for this forward's backward
 
     def params_of(
         self, names: Iterable[str], layers: Iterable[str], added: Iterable[str] = ()
@@ -147,8 +235,14 @@ class SelectionHooks:
 
     def close(self) -> None:
         """Remove every hook (the step clock's too)."""
+        self._eager_steps(False)
         for part in (self.activations, self.attention, self.params, self.clock):
             part.close()
+
+
+def _layer_key(key: str, layers: set[str]) -> bool:
+    """Is ``key`` (``layer/leaf``) of one of ``layers``?"""
+    return key.split("/", 1)[0] in layers
 
 
 def resolve(
@@ -157,7 +251,8 @@ def resolve(
     """The modules among ``names`` that can be watched, and a message for every other name.
 
     ``layers``: the model's module names; ``nodes``: its graph nodes' (shown in the tree);
-    ``watched``: the model as the user calls it (for ``fullgraph=True`` compiles).
+    ``watched``: the model as the user calls it (for ``fullgraph=True`` compiles, refused
+    unless its recorded forwards run eagerly: :func:`compile_note` is then ``EAGER_STEPS``).
     """
     modules, messages = [], []
     node_names = set(nodes)
@@ -168,7 +263,8 @@ def resolve(
             messages.append(_node_message(name, layers))
         else:
             messages.append(f"unknown layer {name!r} selected; it was ignored")
-    sealed = fullgraph_parts(watched) if modules else []
+    # eager steps run fullgraph=True parts eagerly too: nothing of ours meets their graphs
+    sealed = fullgraph_parts(watched) if modules and not eager_steps.available(watched) else []
     if sealed == [""]:
         return [], [*messages, FULLGRAPH]
     for part in sealed:

@@ -59,13 +59,22 @@ class Throttle:
 
     def due(self, key: Key) -> bool:
         """Is an update of ``key`` due now? (If so, it counts as made now.)"""
+        if not self.ready(key):
+            return False
         if self.max_rate > 0:
-            now = self.now()
-            elapsed = now - self._last.get(key, -1e9)
-            if elapsed < 1.0 / self.max_rate or elapsed < self.spacing(key):
-                return False
-            self._last[key] = now
+            self._last[key] = self.now()
         return True
+
+    def ready(self, key: Key) -> bool:
+        """Would an update of ``key`` be due now? (Unlike :meth:`due`, nothing counts as made.)"""
+        if self.max_rate <= 0:
+            return True
+        elapsed = self.now() - self._last.get(key, -1e9)
+        return elapsed >= 1.0 / self.max_rate and elapsed >= self.spacing(key)
+
+    def seen(self, wanted: Callable[[Key], bool]) -> list[Key]:
+        """The keys among those updated so far for which ``wanted(key)`` holds."""
+        return [k for k in self._last if wanted(k)]
 
     def note_cost(self, key: Key, seconds: float) -> None:
         """Record how long an update of ``key`` took (spaces out its next ones, see ``due``)."""
