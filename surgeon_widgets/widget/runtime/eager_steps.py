@@ -50,7 +50,7 @@ from torch import nn
 
 from .compiled import is_compiled
 
-__all__ = ["EagerSteps", "Plan", "available", "eager_steps", "entry"]
+__all__ = ["EagerSteps", "Plan", "available", "dynamo_counts", "eager_steps", "entry"]
 
 Plan = Callable[[tuple, dict], "AbstractContextManager[Any] | None"]
 Timed = Callable[[bool, float], None]
@@ -129,6 +129,16 @@ class EagerSteps:
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         return _same, (self._compiled,)
+
+
+def dynamo_counts() -> tuple[int, int] | None:
+    """``(graphs compiled, graph breaks met)`` by dynamo so far in this process, from its
+    counters (private); ``None`` where this torch has none (callers then count nothing)."""
+    try:
+        from torch._dynamo.utils import counters
+    except ImportError:
+        return None
+    return counters["stats"]["unique_graphs"], sum(counters["graph_break"].values())
 
 
 def _same(value: Any) -> Any:
