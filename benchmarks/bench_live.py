@@ -37,6 +37,7 @@ import torchvision
 from torch import nn
 
 from surgeon_widgets.widget import Explorer
+from surgeon_widgets.widget.runtime.eager_steps import dynamo_counts
 
 BAR = 1.05
 CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
@@ -94,7 +95,8 @@ def longest_wait(ex: Explorer) -> float:
 
 
 def graph_breaks() -> int:
-    return sum(torch._dynamo.utils.counters["graph_break"].values())
+    counts = dynamo_counts()
+    return -1 if counts is None else counts[1]
 
 
 class ArmClock:
@@ -202,11 +204,91 @@ def measure(name: str, base: nn.Module, compiled: bool, batch: int, seconds: flo
         ex.close()
 
 
+def measure_compiled_resnet(seconds: float, backend: str, trials: int = 3) -> None:
+    """Compiled ResNet-18 (issue 17): throughput with 2 and 12 layers selected against the
+    same model compiled without an Explorer (arms interleaved step by step, each on its own
+    clock), graphs dynamo compiled meanwhile, and the first-record latency of a selection
+    change: wall time from ``select()`` to the new layer's first record, steps run meanwhile."""
+    label = f"resnet18_64px compiled ({backend})"
+    base = torchvision.models.resnet18(num_classes=10)
+    x, y = torch.randn(8, 3, 64, 64), torch.randint(0, 10, (8,))
+    arms = {"plain": 0, "noise_control": 0, "2_layers": 2, "12_layers": 12}
+    clocks = {arm: ArmClock() for arm in arms}
+    steps: dict[str, Callable] = {}
+    explorers: dict[str, Explorer] = {}
+    models: dict[str, nn.Module] = {}
+    started = time.perf_counter()
+    for arm, k in arms.items():
+        model = models[arm] = copy.deepcopy(base).train()
+        run = torch.compile(model, backend=backend)
+        steps[arm] = trainer(model, run, x, y)
+        for _ in range(2):
+            clocks[arm].timed(steps[arm])  # compiled before the Explorer, as a user's would be
+        if k:
+            ex = explorers[arm] = Explorer(run, selected=spread_leaves(model, k))
+            ex.send = kernel_send([])  # type: ignore[method-assign]
+            ex._live.throttle.now = ex._live.pace.now = clocks[arm]
+            clocks[arm].timed(steps[arm])
+    warm = time.perf_counter() - started
+    before = dynamo_counts()
+    per: dict[str, list[float]] = {arm: [] for arm in arms}
+    order = list(arms)
+    shuffle = random.Random(1).shuffle
+    begun = time.perf_counter()
+    while time.perf_counter() - begun < seconds:
+        shuffle(order)
+        for arm in order:
+            per[arm].append(clocks[arm].timed(steps[arm])["wall"])
+    after = dynamo_counts()
+    made = "?" if before is None or after is None else f"{after[0] - before[0]}"
+    broke = "?" if before is None or after is None else f"{after[1] - before[1]}"
+    plain = statistics.fmean(per["plain"])
+    rounds = len(per["plain"])
+    print(f"# [{label}] plain compiled train step {plain * 1e3:.1f} ms wall; {rounds} rounds, "
+          f"{seconds:g} s; warm-up (compiles) {warm:.1f} s")  # fmt: skip
+    for arm in list(arms)[1:]:
+        ratio = sum(per[arm]) / sum(per["plain"])
+        spread = windows(per[arm], per["plain"])
+        what = "noise_control_plain" if arm == "noise_control" else f"live_explorer_{arm}"
+        extra = ""
+        if arm in explorers:
+            live = explorers[arm]._live
+            eager = live.steps.eager if live.steps is not None else 0
+            records = len(explorers[arm]._history)
+            extra = f"; {eager} eager steps of {len(per[arm])}, {records} records"
+        print(f"[{label}] {what}/plain: {ratio:.3f} wall (windows {min(spread):.3f}-"
+              f"{max(spread):.3f}){extra}", flush=True)  # fmt: skip
+    print(f"[{label}] graphs compiled during the interleaved steps: {made}, graph breaks {broke}")
+    ex, model = explorers["2_layers"], models["2_layers"]
+    leaves = [n for n, m in model.named_modules() if n and not list(m.children())]
+    latencies, counts, graphs = [], [], 0
+    for trial in range(trials):
+        chosen = [leaves[(7 * trial + 3) % len(leaves)], leaves[(11 * trial + 5) % len(leaves)]]
+        known = dynamo_counts()
+        start = time.perf_counter()
+        ex.select(chosen)
+        n = 0
+        while not ex.stats(chosen[0]):
+            steps["2_layers"]()
+            n += 1
+        latencies.append(time.perf_counter() - start)
+        counts.append(n)
+        now = dynamo_counts()
+        graphs += 0 if now is None or known is None else now[0] - known[0]
+    print(f"[{label}] first record after a selection change: "
+          f"{', '.join(f'{t:.2f} s' for t in latencies)} ({counts} steps); graphs compiled "
+          f"{graphs}; plain step {plain:.2f} s")  # fmt: skip
+    for ex in explorers.values():
+        assert ex.errors == [], ex.errors
+        ex.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--no-compile", action="store_true")
+    parser.add_argument("--only-compiled-resnet", action="store_true")
     parser.add_argument("--seconds", type=float, default=None, help="per model and mode")
     args = parser.parse_args()
     torch.manual_seed(0)
@@ -215,12 +297,17 @@ def main() -> None:
     seconds = args.seconds or (15.0 if args.quick else 120.0)
     print(f"# one thread, batch 8 at 64x64; clocks: wall = perf_counter, CPU = process_time; "
           f"bar {BAR} on both (eager)")  # fmt: skip
+    if args.only_compiled_resnet:
+        measure_compiled_resnet(seconds, "aot_eager" if args.quick else "inductor")
+        return
     # quick mode (a CI smoke run) gives each arm under 4 s of steps: a layer whose throttle
     # waits longer updates once or twice, so its ratios may read low; judge on the full run
     measure("resnet18_64px", torchvision.models.resnet18(num_classes=10), False, 8, seconds)
     measure("small_cnn_64px", small_cnn(), False, 8, seconds)
     if not args.no_compile:
         measure("small_cnn_64px", small_cnn(), True, 8, seconds)
+        # quick mode (CI): aot_eager, no inductor codegen (minutes on a 2-core CPU)
+        measure_compiled_resnet(seconds, "aot_eager" if args.quick else "inductor")
 
 
 if __name__ == "__main__":

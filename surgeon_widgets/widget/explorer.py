@@ -25,6 +25,7 @@ from ..engine.tracing import ExampleInputs
 from ..engine.wrappers import unwrap
 from .front_end import FrontEnd
 from .history import History, Record, Series
+from .live.recompile_status import RecompileStatus
 from .live.selection import Selection, SelectionHooks, compile_note, resolve
 from .runtime import hook_guards, notebook, ownership
 from .runtime.eager_steps import available as eager_only
@@ -83,6 +84,7 @@ class Explorer(ShownLater, FrontEnd):
     max_rate = t.Float(10.0).tag(sync=True)
     errors = t.List(t.Dict()).tag(sync=True)
     notes = t.List(t.Unicode()).tag(sync=True)
+    status = t.Unicode("").tag(sync=True)  # "recompiling, ~N s" until the first record
     replaced = t.Unicode("").tag(sync=True)
     clicks = t.Unicode("").tag(sync=True)  # how clicks reach a running cell: see kernel_comms
     closed = t.Bool(False).tag(sync=True)
@@ -123,6 +125,7 @@ class Explorer(ShownLater, FrontEnd):
         self._handover = Handover(self._watched, main_loop_scheduler())
         self._errors = ErrorList(self._publish_errors)
         self._params_all = params  # every newly selected layer joins param_layers
+        self._recompile = RecompileStatus()
         self._live = SelectionHooks(
             self._watched, self._on_records, lambda content, buffers: self.send(content, buffers),
             self._errors.hook_failed, self._errors.add, self._note, max_rate,
@@ -291,6 +294,8 @@ class Explorer(ShownLater, FrontEnd):
             return
         selection = Selection(tuple(layers), self.gradients, tuple(params))
         self.hooks = self._live.sync(selection, in_forward=self._handover.in_forward)
+        if layers and self._live.recompiles:
+            self.status = self._recompile.changed()
 
     @t.observe("node_in", "node_out", "selected")
     def _cut_changed(self, change: Any) -> None:
@@ -308,6 +313,8 @@ class Explorer(ShownLater, FrontEnd):
             self.rows = rows
 
     def _on_records(self, records: list[Record]) -> None:
+        if self.status:
+            self.status = self._recompile.recorded()
         for record in records:
             self._history.add(record)
         first = records[0]

@@ -196,3 +196,17 @@ def test_dynamo_counts_without_dynamo_counters(monkeypatch):
     assert all(isinstance(n, int) for n in dynamo_counts())
     monkeypatch.setitem(sys.modules, "torch._dynamo.utils", None)  # import raises ImportError
     assert dynamo_counts() is None
+
+
+def test_a_recompiling_selection_change_says_so_until_its_first_record(make, fresh_dynamo):
+    """Blocks compiled in place in an eager model: the hooks go into their graphs."""
+    model = _net()
+    model[4].compile(backend="eager")
+    ex = make(model, max_rate=0)
+    assert ex.notes == [COMPILED] and ex.status == ""
+    ex.select(["4"])
+    assert ex.status == "recompiling"
+    _step(model, torch.randn(2, 3, 8, 8))
+    assert ex.status == "" and ex.stats("4")["4/output"].steps == [0]
+    ex.select(["4", "6"])
+    assert ex.status.startswith("recompiling, ~") and ex.status.endswith(" s")

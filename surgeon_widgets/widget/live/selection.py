@@ -171,6 +171,12 @@ class SelectionHooks:
             self._park()
         return hooks
 
+    @property
+    def recompiles(self) -> bool:
+        """Does a selection change make dynamo recompile (hooks in compiled code)?"""
+        compiled = is_compiled(self.watched) or bool(compiled_parts(self.model))
+        return compiled and not self.eager_only
+
     def _attach(self, selection: Selection) -> None:
         self.activations.sync(selection.layers, selection.gradients)
         self.attention.sync(selection.layers)
