@@ -115,20 +115,23 @@ class Explorer(ShownLater, FrontEnd):
             raise TypeError(f"Explorer got an unknown argument {key!r}; {tail}")
         self._watched = model  # what the user calls: the root of a step (a compiled wrapper)
         model = self._model = unwrap(model)  # names, hooks and traces: the model's own
-        # dynamo sees our hooks while this Explorer lives, unless they never meet compiled code
-        lease = hook_guards.Lease(None) if eager_only(self._watched) else hook_guards.hold(model)
-        self._lease = lease
+        # compiled as a whole: recorded forwards run eagerly, hooked for that call only (so no
+        # hook meets compiled code) and the model's call applies clicks itself; else dynamo
+        # sees our hooks while this Explorer lives
+        compiled = eager_only(self._watched)
+        self._lease = hook_guards.Lease(None) if compiled else hook_guards.hold(model)
         ownership.release_when_collected(self, model, self._lease)  # hooks hold parts weakly
         self._tree = TreePanel(model, example_inputs)
         self._history = History()
         self._lock = threading.Lock()
-        self._handover = Handover(self._watched, main_loop_scheduler())
+        self._handover = Handover(self._watched, main_loop_scheduler(), hooked=not compiled)
         self._errors = ErrorList(self._publish_errors)
         self._params_all = params  # every newly selected layer joins param_layers
         self._recompile = RecompileStatus()
         self._live = SelectionHooks(
             self._watched, self._on_records, lambda content, buffers: self.send(content, buffers),
             self._errors.hook_failed, self._errors.add, self._note, max_rate,
+            self._handover.at_forward,
         )  # fmt: skip
         self._cut = CutPanel(
             model, example_inputs, lambda: Marks(self.node_in, self.node_out, self.selected),

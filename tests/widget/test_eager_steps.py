@@ -134,7 +134,7 @@ def test_inductor_graph_stays_and_records_equal_the_eager_forward(make, fresh_dy
 
 
 def test_first_record_comes_with_the_next_forward_despite_the_pace(make, fresh_dynamo):
-    handed, model = _compiled("wrapper", "eager")
+    handed, _ = _compiled("wrapper", "eager")
     x = torch.randn(2, 3, 8, 8)
     ex = make(handed, selected=["2"])  # the default throttle: 10 a second, 2% budget
     pace = ex._live.pace
@@ -210,3 +210,25 @@ def test_a_recompiling_selection_change_says_so_until_its_first_record(make, fre
     assert ex.status == "" and ex.stats("4")["4/output"].steps == [0]
     ex.select(["4", "6"])
     assert ex.status.startswith("recompiling, ~") and ex.status.endswith(" s")
+
+
+@pytest.mark.parametrize("how", ["wrapper", "in_place"])
+def test_a_click_from_another_thread_applies_at_the_next_compiled_forward(make, fresh_dynamo, how):
+    """A click during a running cell: applied by the model's call, outside compiled code (a
+    pre-hook on a root compiled in place would sit inside it, unseen by dynamo's graph)."""
+    import threading
+
+    backend = Counting()
+    handed, model = _compiled(how, backend)
+    x = torch.randn(2, 3, 8, 8)
+    ex = make(handed, max_rate=0)
+    _step(handed, x)
+    graphs = backend.graphs
+    click = threading.Thread(target=lambda: setattr(ex, "selected", ["4"]))
+    click.start()
+    click.join()
+    assert ex._handover.pending == ["selected"] and ex.hooks == []
+    assert not model._forward_pre_hooks  # no pre-hook for the inbox: the call applies it
+    _step(handed, x)
+    assert ex.hooks == [{"name": "4", "kind": "forward"}]
+    assert ex.stats("4")["4/output"].steps == [0] and backend.graphs == graphs

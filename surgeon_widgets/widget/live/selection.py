@@ -105,6 +105,8 @@ class SelectionHooks:
         on_error: a message (a selected layer that runs no attention).
         on_note: a note for the view (:data:`COMPILED`, :data:`META`), once per change.
         max_rate: the throttle's rate (updates a second per layer and kind; ``0``: every one).
+        before: called at the start of each call of a compiled model (:attr:`eager_only`),
+            outside its compiled code (the Explorer's inbox of clicks).
     """
 
     def __init__(
@@ -116,6 +118,7 @@ class SelectionHooks:
         on_error: Callable[[str], None] = print,
         on_note: Callable[[str], None] = lambda note: None,
         max_rate: float = 10.0,
+        before: Callable[[], None] = lambda: None,
     ) -> None:
         self.model = model = unwrap(watched)
         self.on_note = on_note
@@ -134,10 +137,12 @@ class SelectionHooks:
         self.params = ParamWatch(model, sink, due, on_failure)
         self.watched = watched
         self.eager_only = eager_steps.available(watched)  # hooks only in eager steps
-        self.steps: eager_steps.EagerSteps | None = None  # while layers are selected
         self.pace = EagerPace(self.throttle.budget)
+        self.before = before
         self._selection = Selection(())
         self._in_step = False
+        # stands in for the compiled call until close(): clicks apply through it (before)
+        self.steps = eager_steps.eager_steps(watched, self._plan, self.pace.took)
 
     def sync(self, selection: Selection, in_forward: bool = False) -> list[dict]:
         """Attach exactly ``selection``'s hooks; return them as the ``hooks`` trait lists them.
@@ -150,7 +155,6 @@ class SelectionHooks:
         self._selection = selection
         if self.eager_only:
             self.clock.close()  # the steps count in _plan, outside the compiled region
-            self._eager_steps(bool(layers))
             self.pace.now_due()  # a new selection's first record comes with the next forward
         elif layers:
             self.clock.attach(this_forward=in_forward)
@@ -188,22 +192,16 @@ class SelectionHooks:
         self.attention.park()
         self.params.park(gradients)
 
-    def _eager_steps(self, wanted: bool) -> None:
-        if wanted and self.steps is None:
-            self.steps = eager_steps.eager_steps(self.watched, self._plan, self.pace.took)
-        elif not wanted and self.steps is not None:
-            self.steps.remove()
-            self.steps = None
-
     def _plan(self, args: tuple, kwargs: dict) -> contextlib.AbstractContextManager | None:
         """At each call of the compiled model: count the step; if an update is due, the hooks
         for this one forward (run eagerly by :mod:`..runtime.eager_steps`)."""
-        if guard.inert(args, kwargs):
-            return None
+        self.before()  # clicks first: one applied now counts this forward, as in eager mode
+        if guard.inert(args, kwargs) or not self._selection.layers:
+            return None  # as the clock of an eager model: steps count while layers are selected
         self.clock.count(args, kwargs)
         self._park(gradients=True)  # the backward of the last eager step is done
         paced = self.throttle.max_rate > 0  # max_rate=0: every forward records
-        if not self._selection.layers or not self._due() or (paced and not self.pace.allowed()):
+        if not self._due() or (paced and not self.pace.allowed()):
             return None
         return self._eager_step()
 
@@ -241,7 +239,8 @@ class SelectionHooks:
 
     def close(self) -> None:
         """Remove every hook (the step clock's too)."""
-        self._eager_steps(False)
+        if self.steps is not None:
+            self.steps.remove()
         for part in (self.activations, self.attention, self.params, self.clock):
             part.close()
 
