@@ -264,8 +264,8 @@ def measure_compiled_resnet(seconds: float, backend: str, trials: int = 3) -> No
         extra = ""
         if arm in explorers:
             eager = eager_calls(explorers[arm]) - eager_before[arm]
-            records = len(explorers[arm]._history)
-            extra = f"; {eager} eager steps of {len(per[arm])}, {records} records"
+            keys = len(explorers[arm]._history)
+            extra = f"; {eager} of its {len(per[arm])} steps ran eagerly (recorded), {keys} keys"
         print(f"[{label}] {what}/plain: {ratio:.3f} wall (windows {min(spread):.3f}-"
               f"{max(spread):.3f}){extra}", flush=True)  # fmt: skip
     print(f"[{label}] graphs compiled during the interleaved steps: {made}, graph breaks {broke}")
