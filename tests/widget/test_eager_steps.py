@@ -232,3 +232,18 @@ def test_a_click_from_another_thread_applies_at_the_next_compiled_forward(make, 
     _step(handed, x)
     assert ex.hooks == [{"name": "4", "kind": "forward"}]
     assert ex.stats("4")["4/output"].steps == [0] and backend.graphs == graphs
+
+
+def test_the_compiled_model_does_not_keep_a_dropped_explorer_alive(fresh_dynamo):
+    import gc
+    import weakref
+
+    handed, model = _compiled("wrapper", "eager")
+    ex = Explorer(handed, selected=["2"], max_rate=0)
+    _step(handed, torch.randn(2, 3, 8, 8))
+    gone = weakref.ref(ex)
+    del ex
+    gc.collect()
+    assert gone() is None and not isinstance(handed.__dict__["forward"], EagerSteps)
+    assert live_hooks() == []
+    _step(handed, torch.randn(2, 3, 8, 8))

@@ -30,6 +30,7 @@ a message for each name that cannot (graph nodes, unknown names, parts compiled 
 from __future__ import annotations
 
 import contextlib
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple
 
@@ -142,7 +143,8 @@ class SelectionHooks:
         self._selection = Selection(())
         self._in_step = False
         # stands in for the compiled call until close(): clicks apply through it (before)
-        self.steps = eager_steps.eager_steps(watched, self._plan, self.pace.took)
+        plan = _plan_of(weakref.ref(self))  # the model must not keep the widget alive
+        self.steps = eager_steps.eager_steps(watched, plan, self.pace.took)
 
     def sync(self, selection: Selection, in_forward: bool = False) -> list[dict]:
         """Attach exactly ``selection``'s hooks; return them as the ``hooks`` trait lists them.
@@ -201,7 +203,7 @@ class SelectionHooks:
         self.clock.count(args, kwargs)
         self._park(gradients=True)  # the backward of the last eager step is done
         paced = self.throttle.max_rate > 0  # max_rate=0: every forward records
-        if not self._due() or (paced and not self.pace.allowed()):
+        if (paced and not self.pace.allowed()) or not self._due():
             return None
         return self._eager_step()
 
@@ -243,6 +245,18 @@ class SelectionHooks:
             self.steps.remove()
         for part in (self.activations, self.attention, self.params, self.clock):
             part.close()
+
+    def __del__(self) -> None:
+        if self.steps is not None:
+            self.steps.remove()
+
+
+def _plan_of(me: weakref.ref[SelectionHooks]) -> eager_steps.Plan:
+    def plan(args: tuple, kwargs: dict) -> contextlib.AbstractContextManager | None:
+        live = me()
+        return None if live is None else live._plan(args, kwargs)
+
+    return plan
 
 
 def _layer_key(key: str, layers: set[str]) -> bool:
