@@ -238,7 +238,7 @@ def test_the_compiled_model_does_not_keep_a_dropped_explorer_alive(fresh_dynamo)
     import gc
     import weakref
 
-    handed, model = _compiled("wrapper", "eager")
+    handed, _ = _compiled("wrapper", "eager")
     ex = Explorer(handed, selected=["2"], max_rate=0)
     _step(handed, torch.randn(2, 3, 8, 8))
     gone = weakref.ref(ex)
