@@ -265,7 +265,10 @@ def measure_compiled_resnet(seconds: float, backend: str, trials: int = 3) -> No
         if arm in explorers:
             eager = eager_calls(explorers[arm]) - eager_before[arm]
             keys = len(explorers[arm]._history)
-            extra = f"; {eager} of its {len(per[arm])} steps ran eagerly (recorded), {keys} keys"
+            pace = explorers[arm]._live.pace
+            extra = (f"; {eager} of its {len(per[arm])} steps ran eagerly (recorded), {keys} "
+                     f"keys; an eager step's extra time {pace.extra * 1e3:.0f} ms, eager steps "
+                     f"at most every {pace.spacing:.1f} s")  # fmt: skip
         print(f"[{label}] {what}/plain: {ratio:.3f} wall (windows {min(spread):.3f}-"
               f"{max(spread):.3f}){extra}", flush=True)  # fmt: skip
     print(f"[{label}] graphs compiled during the interleaved steps: {made}, graph breaks {broke}")
