@@ -2,10 +2,11 @@
 
 A recorded step of a compiled model runs eagerly (:mod:`..runtime.eager_steps`): its forward
 and backward take longer than the compiled ones. :class:`EagerPace` estimates that extra time
-from the forwards it is told of (the median of the last few eager and compiled ones, times
-``STEP``: a backward costs about twice its forward; the gap between two calls would count the
-user's pauses too) and allows the next eager step only once the time since the last is the
-extra time over ``budget`` (2%: an eager step that costs 60 ms more comes at most every 3 s).
+from the forwards it is told of (the fastest of the last few eager and of the last few
+compiled ones, as load only ever adds time; times ``STEP``: a backward costs about twice its
+forward; the gap between two calls would count the user's pauses too) and allows the next
+eager step only once the time since the last is the extra time over ``budget`` (2%: an eager
+step that costs 60 ms more comes at most every 3 s).
 A selection change (:meth:`now_due`) allows the next step at once, so the first record of a
 new layer comes with the next forward.
 
@@ -25,14 +26,13 @@ True
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections import deque
 from collections.abc import Callable
 
 __all__ = ["EagerPace"]
 
-KEPT = 5  # forwards kept of each kind: a median resists one slow one (a first eager call)
+KEPT = 5  # forwards kept of each kind
 STEP = 3.0  # a training step's time over its forward's (forward + a backward of about twice)
 
 
@@ -56,7 +56,7 @@ class EagerPace:
         eager, compiled = self._took[True], self._took[False]
         if not eager or not compiled:
             return 0.0
-        return max(0.0, statistics.median(eager) - statistics.median(compiled)) * STEP
+        return max(0.0, min(eager) - min(compiled)) * STEP
 
     @property
     def spacing(self) -> float:
@@ -68,7 +68,8 @@ class EagerPace:
         return self.now() - self._last_eager >= self.spacing
 
     def took(self, eager: bool, seconds: float) -> None:
-        """A forward of the model (``eager`` or compiled) just took ``seconds``."""
+        """A forward of the model (``eager`` or compiled) just took ``seconds`` (an eager one:
+        without its reductions, which the throttle's own budget covers)."""
         self._took[eager].append(seconds)
         if eager:
             self._last_eager = self.now()

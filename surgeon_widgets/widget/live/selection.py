@@ -143,8 +143,9 @@ class SelectionHooks:
         self._selection = Selection(())
         self._in_step = False
         # stands in for the compiled call until close(): clicks apply through it (before)
-        plan = _plan_of(weakref.ref(self))  # the model must not keep the widget alive
-        self.steps = eager_steps.eager_steps(watched, plan, self.pace.took)
+        self._reduced = 0.0  # seconds the last eager step spent in reductions
+        me = weakref.ref(self)  # the model must not keep the widget alive
+        self.steps = eager_steps.eager_steps(watched, _plan_of(me), _timed_of(me))
 
     def sync(self, selection: Selection, in_forward: bool = False) -> list[dict]:
         """Attach exactly ``selection``'s hooks; return them as the ``hooks`` trait lists them.
@@ -223,12 +224,14 @@ class SelectionHooks:
     @contextlib.contextmanager
     def _eager_step(self) -> Iterator[None]:
         self._in_step = True
+        spent = self.throttle.spent
         try:
             self._attach(self._selection)
             yield
         finally:
             self._in_step = False
             self._park()  # gradient hooks stay for this forward's backward
+            self._reduced = self.throttle.spent - spent
 
     def params_of(
         self, names: Iterable[str], layers: Iterable[str], added: Iterable[str] = ()
@@ -249,6 +252,15 @@ class SelectionHooks:
     def __del__(self) -> None:
         if self.steps is not None:
             self.steps.remove()
+
+
+def _timed_of(me: weakref.ref[SelectionHooks]) -> Callable[[bool, float], None]:
+    def timed(eager: bool, seconds: float) -> None:
+        live = me()
+        if live is not None:
+            live.pace.took(eager, seconds - live._reduced if eager else seconds)
+
+    return timed
 
 
 def _plan_of(me: weakref.ref[SelectionHooks]) -> eager_steps.Plan:

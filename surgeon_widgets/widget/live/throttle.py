@@ -51,6 +51,7 @@ class Throttle:
         self.keys = 1  # keys updated in a round (the selection's), see spacing
         self._last: dict[Key, float] = {}
         self._cost: dict[Key, float] = {}  # seconds the last update of each key took
+        self.spent = 0.0  # seconds of every update noted so far
 
     @property
     def costs(self) -> dict[Key, float]:
@@ -79,6 +80,7 @@ class Throttle:
     def note_cost(self, key: Key, seconds: float) -> None:
         """Record how long an update of ``key`` took (spaces out its next ones, see ``due``)."""
         self._cost[key] = seconds
+        self.spent += seconds
 
     def keep(self, wanted: Callable[[Key], bool]) -> None:
         """Forget the costs of keys no longer updated: they would hold the others back."""
