@@ -16,13 +16,17 @@ time (``perf_counter``) and the process's CPU time (``process_time``); the range
 the lowest and highest ratio of five consecutive windows of the rounds.
 
 Eager: ResNet-18 and a small CNN (15 leaf modules), batch 8 at 64x64; bar (issue 9) 1.05 on
-both clocks. Compiled: the small CNN, printed without a bar, with dynamo's graph breaks per arm.
+both clocks. Compiled: the small CNN, printed without a bar, with dynamo's graph breaks per arm;
+and ResNet-18 (issue 17, :func:`measure_compiled_resnet`: inductor, quick mode dynamo's "eager"
+backend): 2 and 12 selected layers against the compiled model without an Explorer, the graphs
+compiled meanwhile, and the latency from a selection change to its first record.
 Interval (issue 17 §3, ``measure_interval``): ResNet-18 at 8x3x128x128 with 12 layers and
 gradients; the step ratio (bar 1.05) and the longest median interval between a key's records
 (bar 2.5 s). ``--only-interval`` runs only that arm.
 
     python benchmarks/bench_live.py            # full (about 7 minutes)
-    python benchmarks/bench_live.py --quick    # CI smoke run (< 90 s)
+    python benchmarks/bench_live.py --quick    # CI smoke run (< 90 s on a quiet machine)
+    python benchmarks/bench_live.py --only-compiled-resnet [--quick] [--seconds 60]
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ import torchvision
 from torch import nn
 
 from surgeon_widgets.widget import Explorer
+from surgeon_widgets.widget.runtime.eager_steps import dynamo_counts
 
 BAR = 1.05
 INTERVAL_BAR = 2.5  # seconds between two records of a key (issue 17 §3)
@@ -102,7 +107,8 @@ def longest_wait(ex: Explorer) -> float:
 
 
 def graph_breaks() -> int:
-    return sum(torch._dynamo.utils.counters["graph_break"].values())
+    counts = dynamo_counts()
+    return -1 if counts is None else counts[1]
 
 
 class ArmClock:
@@ -300,12 +306,101 @@ def measure_interval(seconds: float, size: int = 128, batch: int = 8, layers: in
     ex.close()
 
 
+def eager_calls(ex: Explorer) -> int:
+    """How many calls of the Explorer's compiled model ran eagerly (recorded) so far."""
+    steps = ex._live.steps
+    return 0 if steps is None else steps.eager
+
+
+def measure_compiled_resnet(seconds: float, backend: str, trials: int = 3) -> None:
+    """Compiled ResNet-18 (issue 17): throughput with 2 and 12 layers selected against the
+    same model compiled without an Explorer (arms interleaved step by step, each on its own
+    clock), graphs dynamo compiled meanwhile, and the first-record latency of a selection
+    change: wall time from ``select()`` to the new layer's first record, steps run meanwhile."""
+    label = f"resnet18_64px compiled ({backend})"
+    base = torchvision.models.resnet18(num_classes=10)
+    x, y = torch.randn(8, 3, 64, 64), torch.randint(0, 10, (8,))
+    arms = {"plain": 0, "noise_control": 0, "2_layers": 2, "12_layers": 12}
+    clocks = {arm: ArmClock() for arm in arms}
+    steps: dict[str, Callable] = {}
+    explorers: dict[str, Explorer] = {}
+    models: dict[str, nn.Module] = {}
+    started = time.perf_counter()
+    for arm, k in arms.items():
+        model = models[arm] = copy.deepcopy(base).train()
+        run = torch.compile(model, backend=backend)
+        steps[arm] = trainer(model, run, x, y)
+        for _ in range(2):
+            clocks[arm].timed(steps[arm])  # compiled before the Explorer, as a user's would be
+        if k:
+            ex = explorers[arm] = Explorer(run, selected=spread_leaves(model, k))
+            ex.send = kernel_send([])  # type: ignore[method-assign]
+            ex._live.throttle.now = ex._live.pace.now = clocks[arm]
+            clocks[arm].timed(steps[arm])
+    warm = time.perf_counter() - started
+    before = dynamo_counts()
+    eager_before = {arm: eager_calls(ex) for arm, ex in explorers.items()}
+    per: dict[str, list[float]] = {arm: [] for arm in arms}
+    order = list(arms)
+    shuffle = random.Random(1).shuffle
+    begun = time.perf_counter()
+    while time.perf_counter() - begun < seconds:
+        shuffle(order)
+        for arm in order:
+            per[arm].append(clocks[arm].timed(steps[arm])["wall"])
+    after = dynamo_counts()
+    made = "?" if before is None or after is None else f"{after[0] - before[0]}"
+    broke = "?" if before is None or after is None else f"{after[1] - before[1]}"
+    plain = statistics.fmean(per["plain"])
+    rounds = len(per["plain"])
+    print(f"# [{label}] plain compiled train step {plain * 1e3:.1f} ms wall; {rounds} rounds, "
+          f"{seconds:g} s; warm-up (compiles) {warm:.1f} s")  # fmt: skip
+    for arm in list(arms)[1:]:
+        ratio = sum(per[arm]) / sum(per["plain"])
+        spread = windows(per[arm], per["plain"])
+        what = "noise_control_plain" if arm == "noise_control" else f"live_explorer_{arm}"
+        extra = ""
+        if arm in explorers:
+            eager = eager_calls(explorers[arm]) - eager_before[arm]
+            keys = len(explorers[arm]._history)
+            pace = explorers[arm]._live.pace
+            extra = (f"; {eager} of its {len(per[arm])} steps ran eagerly (recorded), {keys} "
+                     f"keys; an eager step's extra time {pace.extra * 1e3:.0f} ms, eager steps "
+                     f"at most every {pace.spacing:.1f} s")  # fmt: skip
+        print(f"[{label}] {what}/plain: {ratio:.3f} wall (windows {min(spread):.3f}-"
+              f"{max(spread):.3f}){extra}", flush=True)  # fmt: skip
+    print(f"[{label}] graphs compiled during the interleaved steps: {made}, graph breaks {broke}")
+    ex, model = explorers["2_layers"], models["2_layers"]
+    leaves = [n for n, m in model.named_modules() if n and not list(m.children())]
+    latencies, counts, graphs = [], [], 0
+    for trial in range(trials):
+        chosen = [leaves[(7 * trial + 3) % len(leaves)], leaves[(11 * trial + 5) % len(leaves)]]
+        known = dynamo_counts()
+        start = time.perf_counter()
+        ex.select(chosen)
+        n = 0
+        while not ex.stats(chosen[0]):
+            steps["2_layers"]()
+            n += 1
+        latencies.append(time.perf_counter() - start)
+        counts.append(n)
+        now = dynamo_counts()
+        graphs += 0 if now is None or known is None else now[0] - known[0]
+    print(f"[{label}] first record after a selection change: "
+          f"{', '.join(f'{t:.2f} s' for t in latencies)} ({counts} steps); graphs compiled "
+          f"{graphs}; plain step {plain:.2f} s")  # fmt: skip
+    for ex in explorers.values():
+        assert ex.errors == [], ex.errors
+        ex.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--no-compile", action="store_true")
     parser.add_argument("--only-interval", action="store_true", help="only the issue 17 §3 arm")
+    parser.add_argument("--only-compiled-resnet", action="store_true")
     parser.add_argument("--seconds", type=float, default=None, help="per model and mode")
     args = parser.parse_args()
     torch.manual_seed(0)
@@ -316,11 +411,16 @@ def main() -> None:
           f"bar {BAR} on both (eager)")  # fmt: skip
     # quick mode (a CI smoke run) gives each arm under 4 s of steps: a layer whose throttle
     # waits longer updates once or twice, so its ratios may read low; judge on the full run
+    if args.only_compiled_resnet:
+        measure_compiled_resnet(seconds, "eager" if args.quick else "inductor")
+        return
     if not args.only_interval:
         measure("resnet18_64px", torchvision.models.resnet18(num_classes=10), False, 8, seconds)
         measure("small_cnn_64px", small_cnn(), False, 8, seconds)
         if not args.no_compile:
             measure("small_cnn_64px", small_cnn(), True, 8, seconds)
+            # quick mode (CI): dynamo's "eager" backend, no inductor codegen (minutes on 2 cores)
+            measure_compiled_resnet(seconds, "eager" if args.quick else "inductor")
     measure_interval(args.seconds or (15.0 if args.quick else 120.0))
 
 

@@ -21,7 +21,8 @@
  * @typedef {{
  *   rows: Row[], shapes: Record<string, ShapeInfo>, show_nodes: boolean, nodes_error: string,
  *   selected: string[], gradients: boolean, max_rate: number, hooks: HookInfo[],
- *   errors: ErrorEntry[], notes: string[], replaced: string, search: string, clicks: string,
+ *   errors: ErrorEntry[], notes: string[], status: string, replaced: string, search: string,
+ *   clicks: string,
  *   node_in: Record<string, string>, node_out: Record<string, string>,
  *   cut_report: Record<string, any>, code: string, run?: { layers?: string[] }, closed: boolean,
  *   param_layers: string[], nonfinite?: NonFinite[], no_values?: Record<string, string>,

@@ -27,9 +27,10 @@ from ..engine.wrappers import unwrap
 from ..record.run_log import RunLog
 from .front_end import FrontEnd
 from .history import History, NonFinite, Record, Series
-from .live.selection import COMPILED, Selection, SelectionHooks, meta_ran, resolve
+from .live.recompile_status import RecompileStatus
+from .live.selection import Selection, SelectionHooks, compile_note, meta_ran, resolve
 from .runtime import hook_guards, notebook, ownership
-from .runtime.compiled import compiled_parts, is_compiled
+from .runtime.eager_steps import available as eager_only
 from .runtime.handover import Handover, messages_on_model_thread
 from .runtime.kernel_comms import connect, main_loop_scheduler
 from .runtime.shown import ShownLater
@@ -94,6 +95,7 @@ class Explorer(ShownLater, FrontEnd):
     max_rate = t.Float(10.0).tag(sync=True)
     errors = t.List(t.Dict()).tag(sync=True)
     notes = t.List(t.Unicode()).tag(sync=True)
+    status = t.Unicode("").tag(sync=True)  # "recompiling, ~N s" until the first record
     replaced = t.Unicode("").tag(sync=True)
     clicks = t.Unicode("").tag(sync=True)  # how clicks reach a running cell: see kernel_comms
     closed = t.Bool(False).tag(sync=True)
@@ -128,7 +130,11 @@ class Explorer(ShownLater, FrontEnd):
             raise TypeError(f"Explorer got an unknown argument {key!r}; {tail}")
         self._watched = model  # what the user calls: the root of a step (a compiled wrapper)
         model = self._model = unwrap(model)  # names, hooks and traces: the model's own
-        self._lease = hook_guards.hold(model)  # dynamo sees our hooks while this Explorer lives
+        # compiled as a whole: recorded forwards run eagerly, hooked for that call only (so no
+        # hook meets compiled code) and the model's call applies clicks itself; else dynamo
+        # sees our hooks while this Explorer lives
+        compiled = eager_only(self._watched)
+        self._lease = hook_guards.Lease(None) if compiled else hook_guards.hold(model)
         ownership.release_when_collected(self, model, self._lease)  # hooks hold parts weakly
         self._tree = TreePanel(model, example_inputs)
         self._run_log = None if run_dir is None else RunLog(
@@ -138,20 +144,22 @@ class Explorer(ShownLater, FrontEnd):
             weakref.finalize(self, self._run_log.close)  # collected or exiting: "finished"
         self._history = History()
         self._lock = threading.Lock()
-        self._handover = Handover(self._watched, main_loop_scheduler())
+        self._handover = Handover(self._watched, main_loop_scheduler(), hooked=not compiled)
         self._errors = ErrorList(self._publish_errors)
         self._params_all = params  # every newly selected layer joins param_layers
+        self._recompile = RecompileStatus()
         self._live = SelectionHooks(
             self._watched, self._on_records, lambda content, buffers: self.send(content, buffers),
             self._errors.hook_failed, self._errors.add, self._note, max_rate,
             on_meta=lambda layer: self._no_values(layer, meta_ran(layer)),
+            before=self._handover.at_forward,
         )  # fmt: skip
         self._cut = CutPanel(
             model, example_inputs, lambda: Marks(self.node_in, self.node_out, self.selected),
             self._show_cut, lambda ok, message: self.send(*insert_result(ok, message)),
             notebook.user_namespace, notebook.shell,
         )  # fmt: skip
-        notes = [COMPILED] if is_compiled(self._watched) or compiled_parts(model) else []
+        notes = [note for note in [compile_note(self._watched)] if note]
         hand_over(self, HANDED_OVER, self._handover)
         super().__init__(
             rows=self._tree.module_rows, gradients=gradients, max_rate=max_rate, notes=notes
@@ -325,6 +333,8 @@ class Explorer(ShownLater, FrontEnd):
             return
         selection = Selection(tuple(layers), self.gradients, tuple(params))
         self.hooks = self._live.sync(selection, in_forward=self._handover.in_forward)
+        if layers and self._live.recompiles:
+            self.status = self._recompile.changed()
 
     @t.observe("node_in", "node_out", "selected")
     def _cut_changed(self, change: Any) -> None:
@@ -342,6 +352,8 @@ class Explorer(ShownLater, FrontEnd):
             self.rows = rows
 
     def _on_records(self, records: list[Record]) -> None:
+        if self.status:
+            self.status = self._recompile.recorded()
         bad = False
         for record in records:
             bad = bool(self._history.add(record)) or bad  # a key's first NaN / Inf

@@ -382,6 +382,12 @@ def test_error_list_clear_button_and_mode(harness, tmp_path):
     assert "Deselect layer2" in errors.inner_text()
     assert page.locator(".sw-replaced").is_hidden()
     assert "step 4 · eval" in page.inner_text(".sw-leaf-title")
+    status = page.locator(".sw-status")
+    assert not status.is_visible()
+    page.evaluate("() => window.harness.model().set('status', 'recompiling, ~31 s')")
+    assert status.is_visible() and status.inner_text() == "recompiling, ~31 s"
+    page.evaluate("() => window.harness.model().set('status', '')")  # the first record came
+    assert not status.is_visible()
     page.locator(".sw-explorer").screenshot(path=str(tmp_path / "errors-light.png"))
     page.evaluate("() => document.body.setAttribute('data-jp-theme-light', 'false')")
     page.locator(".sw-explorer").screenshot(path=str(tmp_path / "errors-dark.png"))

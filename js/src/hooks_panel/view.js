@@ -1,4 +1,5 @@
-// Active hooks, notes, and the error list (merged
+// Active hooks, notes, a status line ("recompiling, ~N s" while dynamo recompiles after a
+// selection change), and the error list (merged
 // entries with a count, the detail on hover and in a <details>, a Clear button).
 // A recorded run has no hooks: only its errors (reading the run, a failed job) are shown.
 
@@ -26,6 +27,7 @@ export class HooksPanel {
   constructor(model, d) {
     this.model = model;
     this.notes = h("ul", { class: "sw-notes" });
+    this.status = h("p", { class: "sw-status", role: "status" });
     this.title = h("h3", { class: "sw-hooks-title" });
     this.list = h("ul", { class: "sw-hooks-list" });
     this.button = h("button", { type: "button", class: "sw-button sw-remove-hooks", text: "Remove all hooks" });
@@ -38,13 +40,14 @@ export class HooksPanel {
     this.head = h("div", { class: "sw-hooks-head" }, [this.title, this.button]);
     this.el = h("div", { class: "sw-hooks" }, [
       this.notes,
+      this.status,
       this.head,
       this.list,
       this.errorBox,
     ]);
     d.listen(this.button, "click", () => model.send({ type: "remove_all_hooks" }));
     d.listen(this.clear, "click", () => model.send({ type: "clear_errors" }));
-    for (const trait of ["hooks", "errors", "selected", "notes", "replaced", "run"]) {
+    for (const trait of ["hooks", "errors", "selected", "notes", "status", "replaced", "run"]) {
       d.onModel(model, `change:${trait}`, () => this.paint());
     }
     this.paint();
@@ -55,6 +58,9 @@ export class HooksPanel {
     const notes = this.model.get("notes") ?? [];
     this.notes.replaceChildren(...notes.map((n) => h("li", { text: n })));
     this.notes.hidden = notes.length === 0;
+    const status = this.model.get("status") ?? "";
+    this.status.textContent = status;
+    this.status.hidden = !status;
     const hooks = this.model.get("hooks") ?? [];
     this.title.textContent = `Active hooks (${hooks.length})`;
     this.list.replaceChildren(...hooks.map((k) => h("li", {}, [

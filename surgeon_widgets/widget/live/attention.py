@@ -128,7 +128,7 @@ class AttentionView:
         """Record exactly the attention layers among ``names``; other names are ignored."""
         known = set(self.layers)
         wanted = [n for n in dict.fromkeys(names) if n in known]
-        for name in self._attached:
+        for name in dict.fromkeys([*self._attached, *self._latest]):
             if name not in wanted:
                 self.registry.remove(name)
                 self._forget(name)
@@ -199,6 +199,11 @@ class AttentionView:
                 self.select_batch(str(content.get("layer")), int(content.get("batch", 0)))
             except (TypeError, ValueError) as error:
                 self.on_error(f"attention batch selection: {error}")
+
+    def park(self) -> None:
+        """Take the hooks off, keeping the patterns (the next :meth:`sync` puts them back)."""
+        self.registry.remove()
+        self._attached = []
 
     def close(self) -> None:
         """Remove every hook and drop the kept patterns."""

@@ -112,7 +112,7 @@ class LiveHooks:
         if not gradients:
             self._grad_hooks.remove()
             self._newest.clear()
-        for name in self._attached - wanted:
+        for name in (self._attached | set(self._newest)) - wanted:
             self.registry.remove(name)
             self._grad_hooks.remove(name)
             self._newest.pop(name, None)
@@ -123,6 +123,15 @@ class LiveHooks:
             module = self.model.get_submodule(name)
             self.registry.forward(module, _forward_hook(me, name, module), name=name)
         self._attached = wanted
+
+    def park(self, gradients: bool = False) -> None:
+        """Take the forward hooks off (the next :meth:`sync` puts them back); ``gradients``:
+        the gradient hooks of past forwards too (their backward is done)."""
+        self.registry.remove()
+        self._attached = set()
+        if gradients:
+            self._grad_hooks.remove()
+            self._newest.clear()
 
     def close(self) -> None:
         """Remove every hook."""

@@ -106,6 +106,7 @@ class ParamWatch:
         self.on_failure = on_failure
         self.due = due
         self.registry = HookRegistry("Explorer parameters")
+        self.grads = HookRegistry("Explorer parameter gradients")
         self._attached: set[str] = set()
         self._previous: dict[tuple[str, str], torch.Tensor] = {}  # weights at the last record
         self._steps: dict[str, int] = {}  # last recorded forward step of each layer
@@ -117,8 +118,9 @@ class ParamWatch:
     def sync(self, names: Iterable[str]) -> None:
         """Watch exactly the modules ``names`` (skipping those that show no parameters)."""
         wanted = set(names)
-        for name in self._attached - wanted:
+        for name in (self._attached | set(self._steps)) - wanted:
             self.registry.remove(name)
+            self.grads.remove(name)
             self._steps.pop(name, None)
             for key in [k for k in self._previous if k[0] == name]:
                 del self._previous[key]
@@ -129,18 +131,28 @@ class ParamWatch:
             if not params:
                 continue
             self.registry.forward_pre(module, _weights_hook(me, name, params), name=name)
+            self.grads.remove(name)  # parked ones (kept for a backward) are not added twice
             for pname, param in params:
                 if param.requires_grad:
-                    self.registry.post_accumulate_grad(param, _grad_hook(me, name, pname), name)
+                    self.grads.post_accumulate_grad(param, _grad_hook(me, name, pname), name)
         self._attached = {n for n in wanted if _has_hooks(self, n)}
 
     def note(self, name: str) -> str:
         """:func:`params_note` of module ``name`` (``""``: its parameters can be shown)."""
         return params_note(self.model.get_submodule(name), name)
 
+    def park(self, gradients: bool = False) -> None:
+        """Take the forward hooks off, keeping the weights (the next :meth:`sync` puts them
+        back); ``gradients``: the parameters' gradient hooks too (the backward is done)."""
+        self.registry.remove()
+        self._attached = set()
+        if gradients:
+            self.grads.remove()
+
     def close(self) -> None:
         """Remove every hook and drop the kept weights."""
         self.registry.remove()
+        self.grads.remove()
         self._attached = set()
         self._previous.clear()
 

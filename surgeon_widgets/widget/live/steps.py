@@ -75,11 +75,16 @@ class StepClock:
     def __del__(self) -> None:
         self.close()
 
-    def _tick(self, module: nn.Module, args: Any, kwargs: Any) -> None:
+    def count(self, args: Any, kwargs: Any) -> None:
+        """Count a forward of the model called with ``args`` / ``kwargs`` (unless a trace or
+        the package's own): for a caller that sees each call itself, instead of the hook."""
         if guard.inert(args, kwargs):
             return
         self.step += 1
-        self.training = unwrap(module).training
+        self.training = unwrap(self.model).training
+
+    def _tick(self, module: nn.Module, args: Any, kwargs: Any) -> None:
+        self.count(args, kwargs)
 
 
 def _tick(me: weakref.ref[StepClock]):

@@ -57,6 +57,7 @@ class Throttle:
         self._last: dict[Key, float] = {}
         self._took: dict[Key, deque[float]] = {}  # seconds of each key's last COSTS updates
         self._cost: dict[Key, float] = {}  # their median
+        self.spent = 0.0  # seconds of every update noted so far
 
     @property
     def costs(self) -> dict[Key, float]:
@@ -65,19 +66,29 @@ class Throttle:
 
     def due(self, key: Key) -> bool:
         """Is an update of ``key`` due now? (If so, it counts as made now.)"""
+        if not self.ready(key):
+            return False
         if self.max_rate > 0:
-            now = self.now()
-            elapsed = now - self._last.get(key, -1e9)
-            if elapsed < 1.0 / self.max_rate or elapsed < self.spacing(key):
-                return False
-            self._last[key] = now
+            self._last[key] = self.now()
         return True
+
+    def ready(self, key: Key) -> bool:
+        """Would an update of ``key`` be due now? (Unlike :meth:`due`, nothing counts as made.)"""
+        if self.max_rate <= 0:
+            return True
+        elapsed = self.now() - self._last.get(key, -1e9)
+        return elapsed >= 1.0 / self.max_rate and elapsed >= self.spacing(key)
+
+    def seen(self, wanted: Callable[[Key], bool]) -> list[Key]:
+        """The keys among those updated so far for which ``wanted(key)`` holds."""
+        return [k for k in self._last if wanted(k)]
 
     def note_cost(self, key: Key, seconds: float) -> None:
         """Record how long an update of ``key`` took (spaces out its next ones, see ``due``)."""
         took = self._took.setdefault(key, deque(maxlen=COSTS))
         took.append(seconds)
         self._cost[key] = statistics.median(took)
+        self.spent += seconds
 
     def keep(self, wanted: Callable[[Key], bool]) -> None:
         """Forget the costs of keys no longer updated: they would hold the others back."""

@@ -11,7 +11,9 @@ change applies at once, after anything still pending, so the order of changes is
 The pre-hook is registered only while a change is pending or the drain fallback (see
 :mod:`.kernel_comms`) is on, which reads this widget's pending messages from it (about a
 microsecond per forward between two drains). It sits on the model as the user calls it (the
-``torch.compile`` wrapper, outside the compiled region). Where dynamo traces the root's hooks
+``torch.compile`` wrapper, outside the compiled region; made with ``hooked=False``, none: the
+owner calls :meth:`Handover.at_forward` from its own stand-in for the model's compiled call,
+:mod:`.eager_steps`). Where dynamo traces the root's hooks
 anyway (``torch.compile`` applied to the module later, or to a ``torch.nn`` container, whose
 hooks dynamo inlines), the hook runs eagerly through ``torch.compiler.disable`` (one graph
 break, only while it is registered), so a click still applies at the next forward.
@@ -62,13 +64,17 @@ class Handover:
     """
 
     def __init__(
-        self, model: nn.Module, schedule: Callable[[Callable[[], None]], None] | None = None
+        self,
+        model: nn.Module,
+        schedule: Callable[[Callable[[], None]], None] | None = None,
+        hooked: bool = True,
     ) -> None:
         self._inbox: dict[str, tuple[Callable[[Any], None], Any]] = {}
         self._lock = threading.Lock()
         self._applying = threading.RLock()  # an applied change may post another
         self._schedule = schedule
         self._model = model
+        self._hooked = hooked  # False: the owner calls at_forward() at each forward instead
         self._poll: Callable[[], None] | None = None
         self.registry = HookRegistry("Explorer handover")  # the pre-hook, only while needed
         self.in_forward = False  # applying from the pre-hook: a forward has begun
@@ -84,6 +90,8 @@ class Handover:
         self._hook(fn is not None)
 
     def _hook(self, wanted: bool) -> None:
+        if not self._hooked:
+            return
         with self._lock:
             if wanted and not len(self.registry):
                 self.registry.forward_pre(self._model, _pre_hook(weakref.ref(self)), name="")
@@ -132,6 +140,19 @@ class Handover:
                     log.exception("Explorer: applying a change of %r failed", key)
         self._hook(False)
 
+    def at_forward(self) -> None:
+        """What the pre-hook does at the start of a forward: the drain, then the inbox. For an
+        owner made with ``hooked=False`` that sees each call itself (outside compiled code)."""
+        poll = self._poll
+        self.in_forward = True
+        try:
+            if poll is not None and time.monotonic() >= getattr(poll, "next", 0.0):
+                poll()  # the drain: due at most every 100 ms; checks the tracers itself
+            if self._inbox and not (guard.is_internal() or guard.tracing()):
+                self.flush()
+        finally:
+            self.in_forward = False
+
     def close(self) -> None:
         """Remove the pre-hook and drop what is pending."""
         with self._lock:
@@ -161,16 +182,7 @@ def messages_on_model_thread(
 def _pre_hook(me: weakref.ref[Handover]):
     def hook(module: nn.Module, args: Any) -> None:
         inbox = me()
-        if inbox is None:
-            return
-        poll = inbox._poll
-        inbox.in_forward = True
-        try:
-            if poll is not None and time.monotonic() >= getattr(poll, "next", 0.0):
-                poll()  # the drain: due at most every 100 ms; checks the tracers itself
-            if inbox._inbox and not (guard.is_internal() or guard.tracing()):
-                inbox.flush()
-        finally:
-            inbox.in_forward = False
+        if inbox is not None:
+            inbox.at_forward()
 
     return compile_safe(hook)  # under torch.compile: eagerly, never traced into the graph
