@@ -31,13 +31,14 @@ from .runtime.compiled import compiled_parts, is_compiled
 from .runtime.handover import Handover, messages_on_model_thread
 from .runtime.kernel_comms import connect, main_loop_scheduler
 from .runtime.shown import ShownLater
+from .runtime.still_output import StillOutput
 from .runtime.traits import hand_over
-from .views import tree
+from .snapshot import Still, render_still
 from .views.attention_figure import attention_figure
 from .views.attention_tokens import normalize_tokens
 from .views.cut_panel import CutPanel, Marks, NameMap
 from .views.errors import ErrorList
-from .views.figures import history_figure, static_png, with_png
+from .views.figures import history_figure, with_png
 from .views.tree_panel import TreePanel
 from .wire import fit_budget, history_snapshot, insert_result, stats_message
 
@@ -91,6 +92,7 @@ class Explorer(ShownLater, FrontEnd):
     node_out = NameMap().tag(sync=True)
     cut_report = t.Dict().tag(sync=True)
     code = t.Unicode("").tag(sync=True)
+    snapshot = t.Dict().tag(sync=True)  # what the panels show, for a notebook with no kernel
     reopen_hint = "make a new one, Explorer(model)"
 
     def __init__(
@@ -121,8 +123,9 @@ class Explorer(ShownLater, FrontEnd):
         self._handover = Handover(self._watched, main_loop_scheduler())
         self._errors = ErrorList(self._publish_errors)
         self._params_all = params  # every newly selected layer joins param_layers
+        self._still = StillOutput(self._render_still, self._publish_still)
         self._live = SelectionHooks(
-            self._watched, self._on_records, lambda content, buffers: self.send(content, buffers),
+            self._watched, self._on_records, self._send_attention,
             self._errors.hook_failed, self._errors.add, self._note, max_rate,
         )  # fmt: skip
         self._cut = CutPanel(
@@ -244,10 +247,31 @@ class Explorer(ShownLater, FrontEnd):
     def _repr_mimebundle_(self, **kwargs: Any) -> dict | tuple | None:
         if self.comm is None and self.closed:
             return None  # as ipywidgets shows a closed widget: its text repr
-        bundle = super()._repr_mimebundle_(**kwargs)  # reads model_id: opens the comm
-        rows = tree.filter_rows(self.rows, self.search)  # the view as the search box shows it
-        layers = {n: self._history.layer(n) for n in self.selected if n in self._tree.layers}
-        return with_png(bundle, static_png(rows, layers))
+        return self._publish_still(self._render_still())
+
+    def _ipython_display_(self, **kwargs: Any) -> None:
+        """IPython shows it as a display with an id, so the static picture follows the data."""
+        self._still.show(self._repr_mimebundle_() or {"text/plain": repr(self)})
+
+    def _render_still(self) -> Still:  # any thread: see runtime.still_output
+        layers = [n for n in self._tree.layers if n in set(self.selected)]  # the panels' order
+        head = f"Explorer({type(self._model).__name__}, {len(self._tree.layers)} layers"
+        return render_still(self._history, layers, self._live.attention.maps(layers), head)
+
+    def _publish_still(self, still: Still) -> dict | tuple:
+        self.snapshot = still.state
+        bundle = super()._repr_mimebundle_()  # reads model_id: opens the comm
+        data, metadata = bundle if isinstance(bundle, tuple) else (bundle or {}, None)
+        data = with_png({**data, "text/plain": still.text}, still.png)
+        return data if metadata is None else (data, metadata)
+
+    def _send_attention(self, content: dict, buffers: list[bytes]) -> None:
+        self.send(content, buffers)
+        self._shown_changed()
+
+    def _shown_changed(self) -> None:
+        if self.comm is not None and not self.closed:  # shown: its picture and snapshot follow
+            self._still.changed()
 
     def set_state(self, sync_data: dict) -> None:
         """A value from the view the trait refuses (``max_rate=-3``) is shown, not only logged."""
@@ -289,6 +313,7 @@ class Explorer(ShownLater, FrontEnd):
             return
         selection = Selection(tuple(layers), self.gradients, tuple(params))
         self.hooks = self._live.sync(selection, in_forward=self._handover.in_forward)
+        self._shown_changed()
 
     @t.observe("node_in", "node_out", "selected")
     def _cut_changed(self, change: Any) -> None:
@@ -313,6 +338,7 @@ class Explorer(ShownLater, FrontEnd):
             shape = {"shape": list(first.stats.shape), "dtype": first.stats.dtype}
             self.shapes = {**self.shapes, first.layer: shape}
         self.send(*stats_message(fit_budget(records)))
+        self._shown_changed()
 
     def _publish_errors(self, entries: list[dict]) -> None:
         with self._lock:
@@ -325,6 +351,7 @@ class Explorer(ShownLater, FrontEnd):
         """The view's messages (``js/PROTOCOL.md`` "Messages"), each to the room it is for."""
         kind = content.get("type") if isinstance(content, dict) else None
         if kind == "hello":  # a new view: everything it missed
+            self._still.viewed = True  # its output now updates by the state, not the display
             self.send(*history_snapshot(self._history))
             self._live.attention.resend()
         elif kind == "insert_cell":
@@ -335,6 +362,7 @@ class Explorer(ShownLater, FrontEnd):
             getattr(self, BUTTONS[kind])()
 
     def _release(self) -> None:
+        self._still.close()
         self._remove_hooks()
         ownership.release(self._model, self)
 

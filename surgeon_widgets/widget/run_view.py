@@ -36,7 +36,6 @@ from ..engine.series import Series
 from ..record import Run, read_run
 from .front_end import FrontEnd
 from .history import Record
-from .views import tree
 from .views.errors import ErrorList
 from .views.figures import history_figure, static_png, with_png
 from .wire import fit_budget, snapshot_message, stats_message
@@ -160,9 +159,8 @@ class RunView(ipywidgets.VBox):
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict | tuple | None:
         bundle = super()._repr_mimebundle_(**kwargs)
-        rows = tree.filter_rows(self.view.rows, self.view.search)
         layers = {n: self.stats(n) for n in self.view.selected if n in self.run.layers}
-        return with_png(bundle, static_png(rows, layers))
+        return with_png(bundle, static_png(layers, title=f"recorded run {self.run.path.name}"))
 
     # -- following --------------------------------------------------------------------------
 
