@@ -10,6 +10,7 @@ import { LayerPanels } from "./histogram/panel.js";
 import { inModelOrder } from "./model_order.js";
 import { HistoryStore } from "./histogram/store.js";
 import { recordedLayers } from "./run_mode.js";
+import { keepSnapshot } from "./snapshot.js";
 import { TreeView } from "./tree/view.js";
 
 /** @typedef {import("./types.js").Model} Model */
@@ -32,9 +33,10 @@ function render({ model, el }) {
   d.add(() => attention.dispose());
   d.add(() => panels.dispose());
 
+  const right = h("div", { class: "sw-right" }, [controls(model, d), panels.el, attention.el, hooks.el]);
   const root = h("div", { class: "sw-explorer", "data-lm-suppress-shortcuts": "true" }, [
     h("div", { class: "sw-left" }, [tree.el, cut.el]),
-    h("div", { class: "sw-right" }, [controls(model, d), panels.el, attention.el, hooks.el]),
+    right,
   ]);
   el.append(root);
   d.add(() => root.remove());
@@ -96,6 +98,14 @@ function render({ model, el }) {
   d.onModel(model, "change:closed", paintClosed);
   paintClosed();
 
+  // No kernel for this model (a saved notebook reopened): the panels come from `snapshot`.
+  keepSnapshot(model, d, {
+    root, right, paint: ({ stats, attention: maps, buffers }) => {
+      store.apply(stats, buffers);
+      panels.redrawAll();
+      attention.drawLayers(attention.store.apply(maps, buffers));
+    },
+  });
   model.send({ type: "hello" });
   return () => d.dispose();
 }
