@@ -120,12 +120,13 @@ def snapshot_state(
         state = _build(series, shown, steps, 0)
         if state_size(state) <= budget:
             return state
-    keys = list(series)
-    while len(keys) > 1:  # many layers: the first ones, in the panels' order
-        keys.pop()
-        state = _build({k: series[k] for k in keys}, [], 0, len(series) - len(keys))
+    keys = list(series)  # many layers: the first ones, in the panels' order
+    count = len(keys) * budget // state_size(state)  # the last try: every key, latest only
+    while count > 0:
+        state = _build({k: series[k] for k in keys[:count]}, [], 0, len(keys) - count)
         if state_size(state) <= budget:
             return state
+        count -= 1
     newest = max((recs[-1] for recs in series.values()), key=lambda r: r.step)
     return {"step": newest.step, "training": newest.training, "left_out": len(series)}
 

@@ -349,17 +349,6 @@ def test_payload_bound_is_an_upper_bound():
         assert payload_size(record) <= _bound(record)
 
 
-def test_static_fallback_follows_search(make):
-    ex = make(torchvision.models.resnet18())
-    ex.search = "downsample"
-    rows = tree.filter_rows(ex.rows, ex.search)
-    names = [r["name"] for r in rows]
-    assert "layer2.0.downsample.0" in names and "layer2.0" in names and "layer2" in names
-    assert "conv1" not in names
-    bundle = ex._repr_mimebundle_()
-    assert "image/png" in (bundle[0] if isinstance(bundle, tuple) else bundle)
-
-
 def test_unknown_constructor_argument_gets_a_hint():
     with pytest.raises(TypeError, match="did you mean 'max_rate'"):
         Explorer(SomeModel(), max_rates=3)

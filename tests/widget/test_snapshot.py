@@ -1,0 +1,160 @@
+"""What a saved notebook keeps of an Explorer: the static picture of the selected layers and
+the bounded ``snapshot`` in the widget state (``widget/snapshot.py``,
+``widget/runtime/still_output.py``)."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import threading
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+from support.executed import executed, explorer_notebook
+from support.models import TinyAttention, token_inputs
+
+from surgeon_widgets.engine.attention import attention_layers
+from surgeon_widgets.engine.stats import tensor_stats
+from surgeon_widgets.widget.history import History, Record
+from surgeon_widgets.widget.runtime.still_output import StillOutput
+from surgeon_widgets.widget.snapshot import HISTORY_STEPS, SNAPSHOT_BUDGET, state_size
+from surgeon_widgets.widget.views.figures import STILL_DPI, STILL_SIZE
+from surgeon_widgets.widget.wire import AttentionMap
+
+BAR = (0x4C, 0x72, 0xB0)  # the histogram bars' colour
+
+
+def _picture(output: dict) -> np.ndarray:
+    return np.asarray(Image.open(io.BytesIO(base64.b64decode(output["data"]["image/png"]))))
+
+
+def _bars(pixels: np.ndarray) -> float:
+    """Share of the picture drawn in the bars' colour (text is black on white)."""
+    return float((np.abs(pixels[..., :3].astype(int) - BAR).sum(-1) < 30).mean())
+
+
+def test_an_executed_notebook_keeps_the_plot_of_the_selection_and_the_snapshot():
+    first = explorer_notebook(["layer2"], forwards=5)
+    second = [
+        'model_b = SomeModel()\nexplorer_b = Explorer(model_b, selected=["layer1"], max_rate=0)\n'
+        "explorer_b",
+        "for _ in range(3):\n    model_b(torch.randn(64, 5))",
+    ]
+    nb = executed([*first, *second])
+    out_a, out_b = nb.cells[0].outputs[0], nb.cells[2].outputs[0]
+    for out, layer, step in ((out_a, "layer2", 4), (out_b, "layer1", 2)):
+        assert out["data"]["text/plain"] == (
+            f"Explorer(SomeModel, 3 layers, selected=[{layer!r}], last step {step})"
+        )
+        pixels = _picture(out)
+        width, height = STILL_SIZE
+        assert pixels.shape[:2] == (round((height + 0.4) * STILL_DPI), round(width * STILL_DPI))
+        assert _bars(pixels) > 0.05, "a histogram, not a text list"
+    assert not np.array_equal(_picture(out_a), _picture(out_b))  # each shows its own layer
+
+    states = nb.metadata.widgets["application/vnd.jupyter.widget-state+json"]["state"]
+    snaps = {s["state"]["selected"][0]: s["state"]["snapshot"]
+             for s in states.values() if "snapshot" in s["state"]}  # fmt: skip
+    snap = snaps["layer2"]
+    assert snap["step"] == 4 and snap["training"] is True and snap["left_out"] == 0
+    (latest,) = snap["stats"]["items"]
+    assert latest["key"] == "layer2/output" and latest["shape"] == [64, 2]
+    assert [r["step"] for r in snap["stats"]["history"]["layer2/output"]] == [0, 1, 2, 3]
+    counts = np.frombuffer(base64.b64decode(snap["buffers"][latest["hist"]["buffer"]]), "<f4")
+    assert counts.sum() == 128  # every value of the last forward's [64, 2] output
+    assert state_size(snap) <= SNAPSHOT_BUDGET and snaps["layer1"]["step"] == 2
+
+
+def _history(keys: int, steps: int) -> History:
+    history = History()
+    for step in range(steps):
+        for k in range(keys):
+            stats = tensor_stats(torch.randn(200) * (k + 1))
+            history.add(Record(f"l{k}/output", f"l{k}", "output", "activation", step, stats))
+    return history
+
+
+def test_the_snapshot_stays_within_its_bound():
+    from surgeon_widgets.widget.snapshot import snapshot_state
+
+    model = TinyAttention()
+    (layer,) = attention_layers(model)[:1]
+    pattern = torch.softmax(torch.randn(2, 4, 300, 300), -1)
+    maps = [AttentionMap(layer, pattern, batch=1, step=7, training=False)]
+
+    one = snapshot_state(_history(1, 256), ["l0"], maps)
+    assert state_size(one) <= SNAPSHOT_BUDGET
+    steps = [r["step"] for r in one["stats"]["history"]["l0/output"]]
+    assert len(steps) == HISTORY_STEPS and steps[0] == 0 and one["stats"]["items"][0]["step"] == 255
+    (thumb,) = one["attention"]["items"]
+    assert thumb["shape"] == [32, 32] and thumb["full_shape"] == [300, 300] and thumb["batch"] == 1
+
+    many = snapshot_state(_history(100, 3), [f"l{k}" for k in range(100)], maps)
+    assert state_size(many) <= SNAPSHOT_BUDGET
+    kept = [i["key"] for i in many["stats"]["items"]]
+    assert many["left_out"] == 100 - len(kept) > 0 and kept == [f"l{k}/output" for k in range(len(kept))]
+    assert many["attention"]["items"] == []  # the thumbnails go before any key
+
+    tight = snapshot_state(_history(2, 50), ["l0", "l1"], [], budget=100)
+    assert state_size(tight) <= 100 and tight["left_out"] == 2
+    assert snapshot_state(_history(1, 3), ["other"], maps) == {}  # nothing of those layers
+
+
+def test_renders_run_off_the_model_thread_at_most_every_interval():
+    now = [0.0]
+    threads: list[str] = []
+    release = threading.Event()
+
+    def render() -> float:
+        threads.append(threading.current_thread().name)
+        release.wait(10)
+        return now[0]
+
+    published: list[float] = []
+    out = StillOutput(render, lambda r: published.append(r), interval=5.0, clock=lambda: now[0])
+    out.changed()  # starts a render on a worker
+    out.changed()  # within the interval, one is running: nothing more
+    release.set()
+    out._worker and out._worker.join(10)
+    assert threads == ["surgeon-widgets still"] and published == []  # not published off-thread
+    now[0] = 1.0
+    out.changed()  # the finished render is published here, on the model's thread
+    assert published == [0.0] and len(threads) == 1
+    out.flush()  # what changed since: rendered and published now (a cell's end)
+    assert published == [0.0, 1.0] and threads[-1] == threading.current_thread().name
+    out.flush()
+    assert published == [0.0, 1.0]  # nothing changed
+    now[0] = 6.0
+    out.changed()
+    out._worker and out._worker.join(10)
+    assert len(threads) == 3
+
+
+def test_the_static_picture_follows_the_selection_in_process(make):
+    from support.models import SomeModel
+
+    model = SomeModel()
+    ex = make(model, max_rate=0)
+    empty = ex._repr_mimebundle_()[0]  # (data, metadata)
+    assert empty["text/plain"].endswith("selected=[], nothing recorded yet)")
+    assert ex.snapshot == {}
+    ex.select(["layer1", "layer2"])
+    for _ in range(3):
+        model(torch.randn(8, 5))
+    data = ex._repr_mimebundle_()[0]
+    assert data["text/plain"] == "Explorer(SomeModel, 3 layers, selected=['layer1', 'layer2'], last step 2)"
+    assert "application/vnd.jupyter.widget-view+json" in data
+    assert [i["key"] for i in ex.snapshot["stats"]["items"]] == ["layer1/output", "layer2/output"]
+    assert _bars(np.asarray(Image.open(io.BytesIO(base64.b64decode(data["image/png"]))))) > 0.02
+    json.dumps(ex.snapshot)  # JSON as it is: the widget state holds it
+
+
+@pytest.mark.parametrize("modules", [{}, {"IPython": None}])
+def test_no_ipython_shows_nothing_and_never_ends_a_cell(modules):
+    from surgeon_widgets.widget.runtime import notebook
+
+    assert notebook.publish({"text/plain": "x"}, "id", modules=modules) is False
+    notebook.on_cell_end(lambda: None, modules=modules)()  # an undo that does nothing
