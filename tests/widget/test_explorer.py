@@ -18,7 +18,6 @@ from torch import nn
 from surgeon_widgets import UnknownNameError, get_layers, get_nodes
 from surgeon_widgets.engine.registry import live_hooks
 from surgeon_widgets.widget import Explorer
-from surgeon_widgets.widget.views import tree
 from surgeon_widgets.widget.wire import BUDGET
 
 

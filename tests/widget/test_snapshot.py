@@ -14,7 +14,7 @@ import pytest
 import torch
 from PIL import Image
 from support.executed import executed, explorer_notebook
-from support.models import TinyAttention, token_inputs
+from support.models import TinyAttention
 
 from surgeon_widgets.engine.attention import attention_layers
 from surgeon_widgets.engine.stats import tensor_stats
@@ -95,7 +95,8 @@ def test_the_snapshot_stays_within_its_bound():
     many = snapshot_state(_history(100, 3), [f"l{k}" for k in range(100)], maps)
     assert state_size(many) <= SNAPSHOT_BUDGET
     kept = [i["key"] for i in many["stats"]["items"]]
-    assert many["left_out"] == 100 - len(kept) > 0 and kept == [f"l{k}/output" for k in range(len(kept))]
+    assert many["left_out"] == 100 - len(kept) > 0
+    assert kept == [f"l{k}/output" for k in range(len(kept))]  # the first ones, in order
     assert many["attention"]["items"] == []  # the thumbnails go before any key
 
     tight = snapshot_state(_history(2, 50), ["l0", "l1"], [], budget=100)
@@ -145,7 +146,8 @@ def test_the_static_picture_follows_the_selection_in_process(make):
     for _ in range(3):
         model(torch.randn(8, 5))
     data = ex._repr_mimebundle_()[0]
-    assert data["text/plain"] == "Explorer(SomeModel, 3 layers, selected=['layer1', 'layer2'], last step 2)"
+    selection = "selected=['layer1', 'layer2']"
+    assert data["text/plain"] == f"Explorer(SomeModel, 3 layers, {selection}, last step 2)"
     assert "application/vnd.jupyter.widget-view+json" in data
     assert [i["key"] for i in ex.snapshot["stats"]["items"]] == ["layer1/output", "layer2/output"]
     assert _bars(np.asarray(Image.open(io.BytesIO(base64.b64decode(data["image/png"]))))) > 0.02

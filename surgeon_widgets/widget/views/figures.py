@@ -165,7 +165,8 @@ def static_png(
         width_bin = (last.hi - last.lo) / len(last.hist) or 1.0
         ax.bar(np.linspace(last.lo, last.hi, len(last.hist), endpoint=False), last.hist,
                width=width_bin, align="edge", color="#4c72b0")  # fmt: skip
-        mode = "" if s.training[-1] is None else (" · train" if s.training[-1] else " · eval")
+        training = s.training[-1] if s.training else None  # a recorded run has none
+        mode = "" if training is None else (" · train" if training else " · eval")
         ax.set_title(f"{key} · {s.kind} · step {s.steps[-1]}{mode}", fontsize=8)
         ax.set_xlabel(_summary(last), fontsize=7)
         ax.set_ylabel("count", fontsize=7)
