@@ -254,7 +254,8 @@ class Explorer(ShownLater, FrontEnd):
         self._still.show(self._repr_mimebundle_() or {"text/plain": repr(self)})
 
     def _render_still(self) -> Still:  # any thread: see runtime.still_output
-        layers = [n for n in self._tree.layers if n in set(self.selected)]  # the panels' order
+        chosen = set(self.selected)
+        layers = [r["name"] for r in self._tree.module_rows if r["name"] in chosen]  # as panels
         head = f"Explorer({type(self._model).__name__}, {len(self._tree.layers)} layers"
         return render_still(self._history, layers, self._live.attention.maps(layers), head)
 

@@ -8,6 +8,7 @@ import base64
 import io
 import json
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -160,3 +161,26 @@ def test_no_ipython_shows_nothing_and_never_ends_a_cell(modules):
 
     assert notebook.publish({"text/plain": "x"}, "id", modules=modules) is False
     notebook.on_cell_end(lambda: None, modules=modules)()  # an undo that does nothing
+
+
+def test_a_slow_render_is_spaced_out_to_its_share_of_the_wall_time():
+    from surgeon_widgets.widget.runtime.still_output import COST_SHARE
+
+    now = [0.0]
+    renders: list[float] = []
+
+    def render() -> None:
+        renders.append(now[0])
+        time.sleep(0.05)  # 50 ms: at most one every 0.05 / COST_SHARE seconds
+
+    out = StillOutput(render, lambda r: None, interval=1.0, clock=lambda: now[0])
+    out.changed()
+    out._worker and out._worker.join(10)
+    assert out.cost >= 0.05
+    now[0] = 0.9 * out.cost / COST_SHARE  # past the interval, not past the cost's share
+    out.changed()
+    assert len(renders) == 1
+    now[0] = 1.1 * out.cost / COST_SHARE
+    out.changed()
+    out._worker and out._worker.join(10)
+    assert len(renders) == 2

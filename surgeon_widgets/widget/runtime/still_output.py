@@ -1,5 +1,6 @@
 """The widget's static output kept current: a picture rendered off the model's thread, at most
-every ``interval`` seconds, published on it; and once more when a cell ends.
+every ``interval`` seconds (longer when rendering is slow: it takes at most ``COST_SHARE`` of
+the wall time), published on the model's thread; and once more when a cell ends.
 
 A saved notebook keeps what the kernel last published for an output: the widget's static
 picture (``image/png``, ``text/plain``) for readers without the widget (GitHub, nbviewer,
@@ -28,9 +29,10 @@ from typing import Any, Generic, TypeVar
 
 from . import notebook
 
-__all__ = ["REFRESH_SECONDS", "StillOutput"]
+__all__ = ["COST_SHARE", "REFRESH_SECONDS", "StillOutput"]
 
 REFRESH_SECONDS = 5.0
+COST_SHARE = 0.02  # the worker renders at most this share of the wall time
 Still = TypeVar("Still")
 
 
@@ -55,6 +57,7 @@ class StillOutput(Generic[Still]):
         self.published = 0  # how many results were published (tests, benchmarks)
         self._dirty = False
         self._started = -float("inf")
+        self.cost = 0.0  # seconds the last render took
         self._worker: threading.Thread | None = None
         self._ready: list[Still] = []
         self._undo: Callable[[], None] | None = None
@@ -79,7 +82,8 @@ class StillOutput(Generic[Still]):
             self._deliver(self.render())
             return
         now = self.clock()
-        if now - self._started < self.interval or self._worker is not None:
+        wait = max(self.interval, self.cost / COST_SHARE)
+        if now - self._started < wait or self._worker is not None:
             return
         self._started = now
         self._dirty = False
@@ -105,6 +109,7 @@ class StillOutput(Generic[Still]):
         self.shown = False
 
     def _run(self) -> None:
+        start = time.perf_counter()
         try:
             result = self.render()
         except Exception:  # e.g. the selection changed under us: the next change renders again
@@ -112,6 +117,7 @@ class StillOutput(Generic[Still]):
         else:
             self._ready[:] = [result]
         finally:
+            self.cost = time.perf_counter() - start
             self._worker = None
 
     def _deliver(self, result: Still) -> None:

@@ -25,12 +25,13 @@ from matplotlib.figure import Figure
 from ..history import Series
 
 __all__ = [
-    "STILL_DPI", "STILL_SIZE", "NotebookFigure", "history_figure", "regrid", "static_png",
-    "with_png",
+    "HISTOGRAM_COLOR", "STILL_DPI", "STILL_SIZE", "NotebookFigure", "history_figure", "regrid",
+    "static_png", "with_png",
 ]  # fmt: skip
 
 STILL_SIZE = (4.0, 2.6)  # inches of one plot of the static picture
 STILL_DPI = 80
+HISTOGRAM_COLOR = "#4c72b0"
 
 
 class NotebookFigure(Figure):
@@ -145,7 +146,8 @@ def static_png(
     key, ``layers`` in the panels' order), then each attention map (mean of heads).
 
     A notebook without the widget (a saved file, GitHub, ``nbconvert --to html``) shows this.
-    Every plot is ``STILL_SIZE`` (inches at ``STILL_DPI``), two a row.
+    Every plot is ``STILL_SIZE`` (inches at ``STILL_DPI``), two a row. Cheap to draw (one
+    artist a histogram, fixed margins): it is redrawn while the model trains.
     """
     series = [(k, s) for per in layers.values() for k, s in per.items() if s.values]
     maps = list((attention or {}).items())
@@ -153,18 +155,21 @@ def static_png(
     cols = 1 if n <= 1 else 2
     rows = max(1, -(-n // cols))
     width, height = STILL_SIZE
-    fig = Figure(figsize=(width * cols, height * rows + 0.4), layout="constrained")
+    fig = Figure(figsize=(width * cols, height * rows + 0.4))
+    top = 1 - 0.4 / (height * rows + 0.4)
+    fig.subplots_adjust(left=0.14 / cols, right=1 - 0.04 / cols, bottom=0.2 / rows,
+                        top=top - 0.1 / rows, wspace=0.3, hspace=0.75)  # fmt: skip
     if title:
-        fig.suptitle(title, fontsize=9)
+        fig.suptitle(title, fontsize=9, y=1 - 0.12 / (height * rows + 0.4))
     if not n:
         fig.text(0.5, 0.5, "no layer recorded yet: select layers and run the model",
                  ha="center", va="center", fontsize=9)  # fmt: skip
     for i, (key, s) in enumerate(series):
         ax = fig.add_subplot(rows, cols, i + 1)
         last = s.latest
-        width_bin = (last.hi - last.lo) / len(last.hist) or 1.0
-        ax.bar(np.linspace(last.lo, last.hi, len(last.hist), endpoint=False), last.hist,
-               width=width_bin, align="edge", color="#4c72b0")  # fmt: skip
+        hi = last.hi if last.hi > last.lo else last.lo + 1.0
+        ax.stairs(last.hist, np.linspace(last.lo, hi, len(last.hist) + 1), fill=True,
+                  color=HISTOGRAM_COLOR)  # fmt: skip
         training = s.training[-1] if s.training else None  # a recorded run has none
         mode = "" if training is None else (" · train" if training else " · eval")
         ax.set_title(f"{key} · {s.kind} · step {s.steps[-1]}{mode}", fontsize=8)
