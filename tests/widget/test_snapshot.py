@@ -10,9 +10,11 @@ import json
 import threading
 import time
 
+import nbformat
 import numpy as np
 import pytest
 import torch
+from nbconvert import HTMLExporter
 from PIL import Image
 from support.executed import executed, explorer_notebook
 from support.models import TinyAttention
@@ -55,6 +57,11 @@ def test_an_executed_notebook_keeps_the_plot_of_the_selection_and_the_snapshot()
         assert pixels.shape[:2] == (round((height + 0.4) * STILL_DPI), round(width * STILL_DPI))
         assert _bars(pixels) > 0.05, "a histogram, not a text list"
     assert not np.array_equal(_picture(out_a), _picture(out_b))  # each shows its own layer
+    # nbconvert --to html of a file saved without widget state (JupyterLab's default) shows it
+    bare = nbformat.from_dict({**nb, "metadata": {k: v for k, v in nb.metadata.items()
+                                                  if k != "widgets"}})  # fmt: skip
+    html, _ = HTMLExporter().from_notebook_node(bare)
+    assert f'src="data:image/png;base64,{out_a["data"]["image/png"]}' in html.replace("\n", "")
 
     states = nb.metadata.widgets["application/vnd.jupyter.widget-state+json"]["state"]
     snaps = {s["state"]["selected"][0]: s["state"]["snapshot"]
