@@ -191,3 +191,21 @@ def test_a_slow_render_is_spaced_out_to_its_share_of_the_wall_time():
     out.changed()
     out._worker and out._worker.join(10)
     assert len(renders) == 2
+
+
+def test_a_shown_attention_layer_is_in_the_picture_and_the_snapshot(make):
+    model = TinyAttention(causal=True).eval()
+    ex = make(model, max_rate=0)
+    ex.select(["attn"])
+    model(torch.randn(2, 6, 4))
+    data = ex._repr_mimebundle_()[0]
+    (thumb,) = ex.snapshot["attention"]["items"]
+    assert thumb["layer"] == "attn" and thumb["full_shape"] == [6, 6] and thumb["shape"] == [6, 6]
+    causal = np.frombuffer(base64.b64decode(ex.snapshot["buffers"][thumb["buffer"]]), np.uint8)
+    assert causal.reshape(6, 6)[0, 1:].tolist() == [0] * 5  # the first query sees itself only
+    pixels = _picture({"data": data})
+    width, height = STILL_SIZE  # the histogram, then the map: two plots a row
+    assert pixels.shape[:2] == (round((height + 0.4) * STILL_DPI), round(2 * width * STILL_DPI))
+    right = pixels[:, pixels.shape[1] // 2 :, :3].astype(int)
+    yellow = (right[..., 0] > 200) & (right[..., 1] > 200) & (right[..., 2] < 100)  # viridis' top
+    assert yellow.mean() > 0.005, "the attention map is drawn on the right"
