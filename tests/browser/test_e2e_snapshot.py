@@ -4,28 +4,34 @@ waits for the kernel."""
 
 from __future__ import annotations
 
-from support.executed import executed, explorer_notebook
+from support.executed import executed
 from support.notebook_page import HISTOGRAM_PAINTED, notebook_page
 
 NOTE = ".sw-explorer.sw-snapshot .sw-snapshot-note"
 
 
 def test_saved_notebook_reopened_without_an_explorer_paints_the_snapshot(browser, jupyterlab):
-    saved = executed(explorer_notebook(["layer2"], forwards=5), trust=True)
+    saved = executed(trust=True)  # two Explorers: layer2 at step 4, layer1 at step 2
     with notebook_page(browser, jupyterlab, "lab", "snapshot_e2e.ipynb", saved) as (page, errors):
         note = page.locator(NOTE)
-        note.wait_for(timeout=60_000)  # the saved state renders once the kernel is connected
-        assert note.inner_text() == "snapshot at step 4 · train, no kernel"
+        note.first.wait_for(timeout=60_000)  # the saved state renders once the kernel is connected
+        page.wait_for_function(f"() => document.querySelectorAll('{NOTE}').length === 2")
+        assert note.all_inner_texts() == [
+            "snapshot at step 4 · train, no kernel", "snapshot at step 2 · train, no kernel",
+        ]
         page.wait_for_function(HISTOGRAM_PAINTED, arg=[0, "layer2"], timeout=10_000)
-        panel = page.locator('.sw-explorer [data-layer="layer2"]')
+        page.wait_for_function(HISTOGRAM_PAINTED, arg=[1, "layer1"], timeout=10_000)
+        first = page.locator(".sw-explorer").first
+        panel = first.locator('[data-layer="layer2"]')
         assert "shape [64, 2] float32" in panel.locator(".sw-stats").first.inner_text()
         assert panel.locator(".sw-leaf-title").first.inner_text().endswith("step 4 · train")
-        # the curves have the history: five steps, not only the latest
-        assert page.locator(".sw-explorer .sw-step-last").first.inner_text() == "step 4"
-        right = page.locator(".sw-explorer .sw-right")
+        # the heat strip and curves have the history: five steps, not only the latest
+        assert first.locator(".sw-step-first").first.inner_text() == "step 0"
+        assert first.locator(".sw-step-last").first.inner_text() == "step 4"
+        right = first.locator(".sw-right")
         assert "Waiting for a forward pass" not in right.inner_text()
         assert "Active hooks" not in right.inner_text()
         for control in (".sw-gradients", ".sw-rate", ".sw-remove-hooks", "input.sw-params"):
-            assert page.locator(f".sw-explorer {control}").first.is_disabled(), control
-        assert page.locator(".sw-explorer .sw-search").is_enabled()
+            assert first.locator(control).first.is_disabled(), control
+        assert first.locator(".sw-search").is_enabled()
         assert errors == [], errors

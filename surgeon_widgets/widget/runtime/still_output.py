@@ -67,6 +67,7 @@ class StillOutput(Generic[Still]):
         if not notebook.publish(bundle, self.display_id):
             return False
         self.shown = True
+        self._started = self.clock()  # a live view has an interval to say hello first
         if self._undo is None:
             self._undo = notebook.on_cell_end(_weak_flush(self))
         return True
