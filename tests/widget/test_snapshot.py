@@ -203,3 +203,33 @@ def test_a_shown_attention_layer_is_in_the_picture_and_the_snapshot(make):
     right = pixels[:, pixels.shape[1] // 2 :, :3].astype(int)
     yellow = (right[..., 0] > 200) & (right[..., 1] > 200) & (right[..., 2] < 100)  # viridis' top
     assert yellow.mean() > 0.005, "the attention map is drawn on the right"
+
+
+def test_the_display_follows_the_data_until_a_live_view_draws_it(make):
+    import IPython.display  # noqa: F401 (the door reads it from sys.modules)
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.utils.capture import capture_output
+    from support.models import SomeModel
+
+    shell = InteractiveShell.instance()
+    try:
+        model = SomeModel()
+        ex = make(model, selected=["layer2"], max_rate=0)
+        ex._still.threads = False  # render at each change: the order of events is the test
+        with capture_output() as shown:
+            ex._ipython_display_()
+            model(torch.randn(4, 5))
+            model(torch.randn(4, 5))
+        first, *updates = shown.outputs
+        assert first.transient == {"display_id": ex._still.display_id} and not first.update
+        assert [(o.update, o.transient) for o in updates] == [(True, first.transient)] * 2
+        assert updates[-1].data["text/plain"].endswith("selected=['layer2'], last step 1)")
+        assert "image/png" in updates[-1].data
+        ex._on_msg(ex, {"type": "hello"}, [])  # a live view drew it
+        with capture_output() as later:
+            model(torch.randn(4, 5))
+            shell.events.trigger("post_execute")
+        assert later.outputs == []  # a JupyterLab view would be drawn again by an update
+        assert ex.snapshot["step"] == 2  # its state still follows
+    finally:
+        InteractiveShell.clear_instance()
