@@ -61,6 +61,7 @@ class StillOutput(Generic[Still]):
         self._worker: threading.Thread | None = None
         self._ready: list[Still] = []
         self._undo: Callable[[], None] | None = None
+        self._closed = False
 
     def show(self, bundle: Mapping[str, Any] | tuple) -> bool:
         """Display ``bundle`` as this output (IPython); later results update it in place."""
@@ -75,6 +76,8 @@ class StillOutput(Generic[Still]):
     def changed(self) -> None:
         """What ``render`` shows changed (the model's thread): publish a finished render, and
         start the next one when ``interval`` has passed."""
+        if self._closed:
+            return
         self._dirty = True
         if self._ready:
             self._deliver(self._ready.pop())
@@ -88,11 +91,14 @@ class StillOutput(Generic[Still]):
             return
         self._started = now
         self._dirty = False
-        self._worker = threading.Thread(target=self._run, name="surgeon-widgets still", daemon=True)
+        # not a daemon: the interpreter waits for a render rather than kill it inside matplotlib
+        self._worker = threading.Thread(target=self._run, name="surgeon-widgets still")
         self._worker.start()
 
     def flush(self) -> None:
         """Render and publish now if anything changed since the last render (a cell's end)."""
+        if self._closed:
+            return
         worker = self._worker
         if worker is not None:
             worker.join()
@@ -103,7 +109,13 @@ class StillOutput(Generic[Still]):
             self._deliver(self.render())
 
     def close(self) -> None:
-        """No more publishing: the cell-end callback is removed."""
+        """No more rendering or publishing: a running render is waited for, the cell-end
+        callback removed."""
+        self._closed = True
+        worker = self._worker
+        if worker is not None:
+            worker.join()
+        self._ready.clear()
         if self._undo is not None:
             self._undo()
             self._undo = None
