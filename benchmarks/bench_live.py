@@ -3,7 +3,9 @@
 Arms, each with its own copy of the model (and, compiled, its own ``torch.compile``): none
 (``plain``), a second plain copy (``noise_control``: the noise floor of the run), and a live
 Explorer with 4 and with 12 selected leaf layers at the default throttle (10 updates a second
-per layer within a 2% time budget). Its updates are JSON-serialised as a kernel's comm would.
+per layer within a 2% time budget), and with 12 and ``gradients=True`` (each due forward puts a
+one-shot gradient hook on the outputs; printed without a bar). Its updates are JSON-serialised
+as a kernel's comm would.
 
 The arms take turns **step by step** (a round runs one step of every arm, in a shuffled order),
 so the machine's drift, which on a shared VM moves a step's time by 10-30% within seconds,
@@ -15,6 +17,9 @@ the lowest and highest ratio of five consecutive windows of the rounds.
 
 Eager: ResNet-18 and a small CNN (15 leaf modules), batch 8 at 64x64; bar (issue 9) 1.05 on
 both clocks. Compiled: the small CNN, printed without a bar, with dynamo's graph breaks per arm.
+Interval (issue 17 §3, ``measure_interval``): ResNet-18 at 8x3x128x128 with 12 layers and
+gradients; the step ratio (bar 1.05) and the longest median interval between a key's records
+(bar 2.5 s). ``--only-interval`` runs only that arm.
 
     python benchmarks/bench_live.py            # full (about 7 minutes)
     python benchmarks/bench_live.py --quick    # CI smoke run (< 90 s)
@@ -26,6 +31,7 @@ import argparse
 import copy
 import itertools
 import json
+import math
 import random
 import statistics
 import time
@@ -39,6 +45,8 @@ from torch import nn
 from surgeon_widgets.widget import Explorer
 
 BAR = 1.05
+INTERVAL_BAR = 2.5  # seconds between two records of a key (issue 17 §3)
+MAX_WAIT_ROUND = 1.0  # the throttle's floor (live.throttle.MAX_WAIT)
 CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 
 
@@ -136,7 +144,8 @@ def measure(name: str, base: nn.Module, compiled: bool, batch: int, seconds: flo
     mode = "compiled" if compiled else "eager"
     label = f"{name} {mode}"
     x, y = torch.randn(batch, 3, 64, 64), torch.randint(0, 10, (batch,))
-    arms = {"plain": 0, "noise_control": 0, "4_layers": 4, "12_layers": 12}
+    arms = {"plain": 0, "noise_control": 0, "4_layers": 4, "12_layers": 12,
+            "12_layers_gradients": 12}  # fmt: skip
     steps: dict[str, Callable] = {}
     clocks = {arm: ArmClock() for arm in arms}
     explorers: dict[str, Explorer] = {}
@@ -148,7 +157,8 @@ def measure(name: str, base: nn.Module, compiled: bool, batch: int, seconds: flo
         model = copy.deepcopy(base).train()
         run = torch.compile(model) if compiled else model
         if k:
-            ex = explorers[arm] = Explorer(run, selected=spread_leaves(model, k))
+            grads = arm.endswith("_gradients")
+            ex = explorers[arm] = Explorer(run, selected=spread_leaves(model, k), gradients=grads)
             ex.send = kernel_send(sent.setdefault(arm, []))  # type: ignore[method-assign]
             ex._live.throttle.now = clocks[arm]
             timed_reports(ex, reduced.setdefault(arm, []))
@@ -184,7 +194,7 @@ def measure(name: str, base: nn.Module, compiled: bool, batch: int, seconds: flo
         what = "noise_control_plain" if arm == "noise_control" else f"live_explorer_{arm}"
         line = (f"[{label}] {what}/plain: {ratio['wall']:.3f} wall, {ratio['cpu']:.3f} CPU "
                 f"(windows {min(spread):.3f}-{max(spread):.3f})")  # fmt: skip
-        if arm != "noise_control" and not compiled:
+        if arm not in ("noise_control", "12_layers_gradients") and not compiled:
             met = max(ratio.values()) <= BAR
             line = f"{line:<88} bar {BAR} {'ok' if met else 'MISSED'}"
         if compiled:
@@ -196,10 +206,98 @@ def measure(name: str, base: nn.Module, compiled: bool, batch: int, seconds: flo
         assert ex.errors == [], ex.errors
         ran = clocks[arm]() - since[arm]
         share = sum(reduced[arm]) / sum(per[arm]["cpu"])
+        size = statistics.median(sent[arm] or [0])  # quick mode under load may send none
         print(f"# [{label}] {arm}: {len(sent[arm]) / ran:.1f} updates/s sent over the arm's "
-              f"{ran:.1f} s, {statistics.median(sent[arm]):.0f} bytes median; reductions took "
+              f"{ran:.1f} s, {size:.0f} bytes median; reductions took "
               f"{share:.1%} of its CPU time; longest layer wait {waits[arm]:.1f} s")  # fmt: skip
         ex.close()
+
+
+def key_intervals(ex: Explorer) -> dict[str, float]:
+    """Median seconds (of the arm's clock) between consecutive records of every key."""
+    out = {}
+    for key in ex._history.keys():  # noqa: SIM118 (a method)
+        times = [r.time for r in ex._history.records(key) if r.time is not None]
+        gaps = [b - a for a, b in itertools.pairwise(times)]
+        if gaps:
+            out[key] = statistics.median(gaps)
+    return out
+
+
+def cpu_cost_per_key(ex: Explorer) -> dict[tuple[str, str], list[float]]:
+    """The process CPU seconds of each of the Explorer's updates, per throttle key."""
+    spent: dict[tuple[str, str], list[float]] = {}
+    report = ex._live.activations.report
+
+    def timed(key: tuple[str, str], *args: object, **kwargs: object) -> None:
+        start = time.process_time()
+        report(key, *args, **kwargs)  # type: ignore[arg-type]
+        spent.setdefault(key, []).append(time.process_time() - start)
+
+    ex._live.activations.report = timed  # type: ignore[method-assign]
+    return spent
+
+
+def measure_interval(seconds: float, size: int = 128, batch: int = 8, layers: int = 12) -> None:
+    """Issue 17 §3: how often each of 12 layers (activations and gradients) of an eager
+    ResNet-18 at 8x3x128x128 updates at the default throttle, and what it costs a step."""
+    label = f"resnet18_{size}px eager, {layers} layers + gradients"
+    base = torchvision.models.resnet18(num_classes=10)
+    x, y = torch.randn(batch, 3, size, size), torch.randint(0, 10, (batch,))
+    arms = ["plain", "live"]
+    clocks = {arm: ArmClock() for arm in arms}
+    steps: dict[str, Callable] = {}
+    ex: Explorer | None = None
+    for arm in arms:
+        model = copy.deepcopy(base).train()
+        if arm == "live":
+            ex = Explorer(model, selected=spread_leaves(model, layers), gradients=True)
+            ex.send = kernel_send([])  # type: ignore[method-assign]
+            ex._live.throttle.now = clocks[arm]
+            cpu_costs = cpu_cost_per_key(ex)
+        steps[arm] = trainer(model, model, x, y)
+        for _ in range(2):
+            clocks[arm].timed(steps[arm])  # warm up
+    assert ex is not None
+    ex._history = type(ex._history)()  # intervals of the measured steps only
+    per: dict[str, dict[str, list[float]]] = {arm: {c: [] for c in CLOCKS} for arm in arms}
+    order = list(arms)
+    shuffle = random.Random(1).shuffle
+    begun = time.perf_counter()
+    while time.perf_counter() - begun < seconds:
+        shuffle(order)
+        for arm in order:
+            for clock, value in clocks[arm].timed(steps[arm]).items():
+                per[arm][clock].append(value)
+    assert ex.errors == [], ex.errors
+    ratio = {c: sum(per["live"][c]) / sum(per["plain"][c]) for c in CLOCKS}
+    gaps = key_intervals(ex)
+    assert gaps, f"{label}: no key was recorded twice"
+    worst = max(gaps.values())
+    plain = statistics.fmean(per["plain"]["wall"])
+    print(f"# [{label}] plain train step {plain * 1e3:.0f} ms wall; "
+          f"{len(per['plain']['wall'])} rounds, {seconds:g} s; {len(gaps)} keys updated twice "
+          f"or more; median interval per key: median {statistics.median(gaps.values()):.2f} s, "
+          f"longest {worst:.2f} s ({max(gaps, key=gaps.__getitem__)})")  # fmt: skip
+    line = f"[{label}] live/plain: {ratio['wall']:.3f} wall, {ratio['cpu']:.3f} CPU"
+    met = max(ratio.values()) <= BAR
+    print(f"{line:<88} bar {BAR} {'ok' if met else 'MISSED'}")
+    line = f"[{label}] longest median interval of a key: {worst:.2f} s"
+    print(f"{line:<88} bar {INTERVAL_BAR} s {'ok' if worst <= INTERVAL_BAR else 'MISSED'}")
+    # the same round on the process's CPU clock: what the wall clock reads on a quiet machine
+    cpu_round = sum(statistics.median(c) for c in cpu_costs.values())
+    plain_cpu = statistics.fmean(per["plain"]["cpu"])
+    budget = ex._live.throttle.budget
+    quiet = math.ceil(max(cpu_round / budget, MAX_WAIT_ROUND) / plain_cpu) * plain_cpu
+    print(f"# [{label}] one update of every key: {cpu_round * 1e3:.1f} ms CPU (median per key), "
+          f"{sum(ex._live.throttle.costs.values()) * 1e3:.1f} ms wall; within {budget:.0%}: a "
+          f"round every {cpu_round / budget:.2f} s of CPU time; plain step {plain_cpu * 1e3:.0f} "
+          f"ms CPU; on a quiet machine (wall = CPU) {quiet:.2f} s between records")  # fmt: skip
+    costs = sorted(ex._live.throttle.costs.items(), key=lambda kv: -kv[1])
+    print("# last cost per key (ms): " + ", ".join(f"{k[0]} {c * 1e3:.1f}" for k, c in costs))
+    print("# median interval per key (s): "
+          + ", ".join(f"{k} {g:.1f}" for k, g in sorted(gaps.items(), key=lambda kv: -kv[1])))
+    ex.close()
 
 
 def main() -> None:
@@ -207,6 +305,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--no-compile", action="store_true")
+    parser.add_argument("--only-interval", action="store_true", help="only the issue 17 §3 arm")
     parser.add_argument("--seconds", type=float, default=None, help="per model and mode")
     args = parser.parse_args()
     torch.manual_seed(0)
@@ -217,10 +316,12 @@ def main() -> None:
           f"bar {BAR} on both (eager)")  # fmt: skip
     # quick mode (a CI smoke run) gives each arm under 4 s of steps: a layer whose throttle
     # waits longer updates once or twice, so its ratios may read low; judge on the full run
-    measure("resnet18_64px", torchvision.models.resnet18(num_classes=10), False, 8, seconds)
-    measure("small_cnn_64px", small_cnn(), False, 8, seconds)
-    if not args.no_compile:
-        measure("small_cnn_64px", small_cnn(), True, 8, seconds)
+    if not args.only_interval:
+        measure("resnet18_64px", torchvision.models.resnet18(num_classes=10), False, 8, seconds)
+        measure("small_cnn_64px", small_cnn(), False, 8, seconds)
+        if not args.no_compile:
+            measure("small_cnn_64px", small_cnn(), True, 8, seconds)
+    measure_interval(args.seconds or (15.0 if args.quick else 120.0))
 
 
 if __name__ == "__main__":

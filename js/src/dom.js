@@ -77,3 +77,15 @@ export function formatCount(n) {
   if (n >= 1e3) return `${(n / 1e3).toFixed(1)}K`;
   return String(n);
 }
+
+/**
+ * A number's compact text in `el`, its full value on hover when the text is shorter.
+ * @param {HTMLElement} el
+ * @param {string} text
+ * @param {string} full
+ */
+export function showNumber(el, text, full) {
+  el.textContent = text;
+  if (full && full !== text) el.title = full;
+  else el.removeAttribute("title");
+}

@@ -8,7 +8,9 @@ import { AttentionStore } from "./heatmap/store.js";
 import { HooksPanel } from "./hooks_panel/view.js";
 import { LayerPanels } from "./histogram/panel.js";
 import { inModelOrder } from "./model_order.js";
+import { guardWrites, readOnly } from "./read_only.js";
 import { HistoryStore } from "./histogram/store.js";
+import { nonfiniteLine } from "./nonfinite.js";
 import { recordedLayers } from "./run_mode.js";
 import { keepSnapshot } from "./snapshot.js";
 import { TreeView } from "./tree/view.js";
@@ -22,8 +24,9 @@ const KEY_EVENTS = ["keydown", "keyup", "keypress"];
  * @param {{ model: Model, el: HTMLElement }} props
  * @returns {() => void} cleanup: removes every listener, observer and element it added
  */
-function render({ model, el }) {
+function render({ model: host, el }) {
   const d = new Disposer();
+  const model = guardWrites(host);
   const store = new HistoryStore();
   const tree = new TreeView(model, d);
   const panels = new LayerPanels(store, model);
@@ -33,8 +36,11 @@ function render({ model, el }) {
   d.add(() => attention.dispose());
   d.add(() => panels.dispose());
 
-  const right = h("div", { class: "sw-right" }, [controls(model, d), panels.el, attention.el, hooks.el]);
-  const root = h("div", { class: "sw-explorer", "data-lm-suppress-shortcuts": "true" }, [
+  // A fieldset, so a read-only view disables every control in it, those added later too.
+  const frozen = h("p", { class: "sw-replaced sw-read-only-note", role: "status" });
+  const right = h("div", { class: "sw-right" }, [controls(model, d), nonfiniteLine(model, d), panels.el, attention.el, hooks.el]);
+  const root = h("fieldset", { class: "sw-explorer", "data-lm-suppress-shortcuts": "true" }, [
+    frozen,
     h("div", { class: "sw-left" }, [tree.el, cut.el]),
     right,
   ]);
@@ -49,6 +55,16 @@ function render({ model, el }) {
   d.listen(root, "focusin", (e) => {
     if (e.target instanceof HTMLElement) e.target.setAttribute("data-lm-suppress-shortcuts", "true");
   });
+
+  const paintReadOnly = () => {
+    const why = readOnly(model);
+    root.disabled = why !== "";
+    frozen.textContent = why ? `Read-only. ${why}` : "";
+    frozen.hidden = !why;
+    panels.redrawAll();
+  };
+  d.onModel(model, "change:replaced", paintReadOnly);
+  paintReadOnly();
 
   // A recorded run cannot be cut (no model in the notebook): no cut panel.
   const paintRun = () => { cut.el.hidden = recordedLayers(model) != null; };
@@ -89,9 +105,10 @@ function render({ model, el }) {
   }
 
   // close() in Python: hooks are gone and the data dropped; a short placeholder stays.
-  const placeholder = h("div", { class: "sw-explorer sw-closed", role: "status", text: "Explorer closed" });
+  const placeholder = h("div", { class: "sw-explorer sw-closed", role: "status" });
   const paintClosed = () => {
     if (!model.get("closed")) return;
+    placeholder.textContent = recordedLayers(model) != null ? "Run view closed" : "Explorer closed";
     root.replaceWith(placeholder);
     d.add(() => placeholder.remove());
   };

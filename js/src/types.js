@@ -8,9 +8,13 @@
  * }} Row
  */
 
-/** @typedef {{ shape: number[], dtype: string }} ShapeInfo */
+/**
+ * The latest output shape seen; `example`: the one on the example inputs, if any.
+ * @typedef {{ shape: number[], dtype: string, example?: { shape: number[], dtype: string } }} ShapeInfo
+ */
 /** @typedef {{ name: string, kind: string }} HookInfo */
 /** @typedef {{ text: string, layer: string, count: number, detail: string, key: string }} ErrorEntry */
+/** The first NaN / Inf record of one key: [layer, key, step, nans, infs]. @typedef {[string, string, number, number, number]} NonFinite */
 
 /**
  * Synced traits (PROTOCOL.md "Synced traits").
@@ -20,7 +24,8 @@
  *   errors: ErrorEntry[], notes: string[], replaced: string, search: string, clicks: string,
  *   node_in: Record<string, string>, node_out: Record<string, string>,
  *   cut_report: Record<string, any>, code: string, run?: { layers?: string[] }, closed: boolean,
- *   param_layers: string[], snapshot?: Snapshot
+ *   param_layers: string[], nonfinite?: NonFinite[], no_values?: Record<string, string>,
+ *   param_notes?: Record<string, string>, snapshot?: Snapshot
  * }} Traits
  */
 
@@ -37,7 +42,7 @@
  *   shape: number[], dtype: string, numel: number,
  *   mean: number | null, std: number | null, min: number | null, max: number | null,
  *   zeros: number, nans: number, infs: number, hist: BinaryRef, lo: number, hi: number,
- *   l2?: number | null
+ *   l2?: number | null, every?: number, sampled?: number
  * }} WireItem
  */
 

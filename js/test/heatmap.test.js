@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 
 import { COLORMAP } from "../src/colormap.js";
-import { cellAt, formatWeight, readout, span, weightAt } from "../src/heatmap/readout.js";
+import { cellAt, formatWeight, gridLabels, readout, span, weightAt } from "../src/heatmap/readout.js";
 import { AttentionStore } from "../src/heatmap/store.js";
 
 /** @param {Partial<import("../src/heatmap/store.js").AttentionMap>} o */
@@ -45,4 +45,12 @@ test("store keeps one batch item's maps per layer, tokens from the mean item", (
   assert.deepEqual(entry.tokensQ, ["x", "y"]);
   assert.equal(entry.batch, 1);
   assert.equal(COLORMAP.length, 256 * 3);
+});
+
+test("grid labels drop the prefix every layer shares, never a name's last part", () => {
+  const layers = ["encoder.layer.0.attention.self", "encoder.layer.1.attention.self"];
+  assert.deepEqual(gridLabels(layers), ["0.attention.self", "1.attention.self"]);
+  assert.deepEqual(gridLabels(["a.attn", "a.attn.inner"]), ["attn", "attn.inner"]);
+  assert.deepEqual(gridLabels(["blocks.0.attn"]), ["blocks.0.attn"]);
+  assert.deepEqual(gridLabels(["same", "same"]), ["same", "same"]);
 });

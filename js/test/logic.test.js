@@ -4,8 +4,9 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 
 import { decode } from "../src/codec.js";
-import { num, percent, statsText } from "../src/histogram/format.js";
+import { fullNum, num, percent, rangeText, statsText } from "../src/histogram/format.js";
 import { HistoryStore } from "../src/histogram/store.js";
+import { firstBadOfLayers, noFiniteText, nonfiniteText } from "../src/nonfinite.js";
 import { TreeIndex, visibleRows } from "../src/tree/flatten.js";
 import { keyAction } from "../src/tree/keys.js";
 
@@ -58,7 +59,17 @@ test("codec decodes unaligned views and names bad dtypes", () => {
 
 test("stats text and the history store", () => {
   assert.equal(num(null), "–");
-  assert.equal(num(0.000012), "1.20e-5");
+  assert.equal(num(0.000012), "1.2e-5");
+  assert.equal(num(7.4512e-8), "7.45e-8");
+  assert.equal(num(-3.1749e-5), "-3.17e-5");
+  assert.equal(num(123456), "1.23e5");
+  assert.equal(num(-0.5), "-0.5");
+  assert.equal(fullNum(7.4512e-8), "7.4512e-8");
+  assert.equal(fullNum(-Infinity), "-inf");
+  // a range shows as many digits as it takes for its ends to differ
+  assert.deepEqual(rangeText(0.123401, 0.123449), ["0.1234", "0.12345"]);
+  assert.deepEqual(rangeText(2157, 2429), ["2160", "2430"]);
+  assert.deepEqual(rangeText(1, 1), ["1", "1"]);
   assert.equal(percent(0.004), "0.4%");
   const store = new HistoryStore();
   const hist = { buffer: 0, dtype: "float32", shape: [2] };
@@ -76,4 +87,15 @@ test("stats text and the history store", () => {
   assert.equal(statsText(latest), "mean 1 std 0 min 1 max 1 zeros 50% NaN 0 Inf 1 shape [2] float32");
   store.apply({ type: "snapshot", items: [wire(5)], history: { "l/output": [wire(4), wire(3)] } }, buffers);
   assert.deepEqual(store.history("l/output").map((i) => i.step), [3, 4, 5]);
+});
+
+test("non-finite: the first entry is named, each layer's first kept, empty histograms say why", () => {
+  /** @type {[string, string, number, number, number][]} */
+  const list = [["fc2", "fc2/output", 12, 1024, 0], ["fc3", "fc3/output", 12, 0, 3], ["fc2", "fc2/grad_output", 12, 5, 0]];
+  assert.equal(nonfiniteText(list), "Non-finite values first in fc2 at step 12: fc2/output had 1,024 NaN (then 2 more keys)");
+  assert.equal(nonfiniteText([]), "");
+  assert.deepEqual([...firstBadOfLayers(list).values()].map((e) => e[1]), ["fc2/output", "fc3/output"]);
+  assert.equal(noFiniteText({ numel: 8, nans: 8, infs: 0 }), "all values NaN");
+  assert.equal(noFiniteText({ numel: 8, nans: 3, infs: 5 }), "no finite values: 3 NaN, 5 Inf");
+  assert.equal(noFiniteText({ numel: 8, nans: 3, infs: 0 }), "");
 });

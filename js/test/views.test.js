@@ -59,3 +59,18 @@ test("a query row lists the keys it attends to most", () => {
   const m = map({ hi: 1, exact: new Float32Array([0.2, 0.7, 0.1]) });
   assert.equal(rowReadout(m, 0, ["q"], ["a", "b", "c"], 2), 'query "q" #0 attends most to "b" #1 0.7000, "a" #0 0.2000');
 });
+
+test("a pinned step shares the latest's value axis; clicks pick history rows", async () => {
+  const { rebin, rowAt, sharedRange } = await import("../src/histogram/pin.js");
+  /** @param {number} lo @param {number} hi @param {number[]} counts */
+  const it = (lo, hi, counts) => /** @type {import("../src/types.js").Item} */ ({ lo, hi, counts });
+  const latest = it(0, 4, [1, 0, 0, 1]);
+  const pinned = it(-4, 0, [0, 2, 0, 0]);
+  assert.deepEqual(sharedRange(latest, pinned), [-4, 4]);
+  assert.deepEqual([...rebin(latest, -4, 4, 4)], [0, 0, 1, 1]); // centers 0.5 and 3.5
+  assert.deepEqual([...rebin(pinned, -4, 4, 4)], [2, 0, 0, 0]); // center -2.5
+  assert.equal(rebin(latest, -4, 4, 4).reduce((a, b) => a + b), 2); // nothing lost
+  assert.equal(rowAt(0, 40, 5), 0);
+  assert.equal(rowAt(39.9, 40, 5), 4);
+  assert.equal(rowAt(45, 40, 5), 4); // a click on the border stays on the last row
+});

@@ -55,7 +55,7 @@ class HookRegistry:
 
     def __init__(self, owner: str = "") -> None:
         self.owner = owner
-        self._records: list[HookRecord] = []
+        self._records: dict[int, HookRecord] = {}  # id(handle) -> record, in registration order
         self._lock = threading.Lock()
         _LIVE.add(self)
         # Not __del__: in a collected cycle the handles' weak references to the hook dicts are
@@ -64,7 +64,7 @@ class HookRegistry:
 
     def _add(self, kind: str, name: str, handle: Any) -> Any:
         with self._lock:
-            self._records.append(HookRecord(kind, name, handle))
+            self._records[id(handle)] = HookRecord(kind, name, handle)
         return handle
 
     def forward(
@@ -86,10 +86,24 @@ class HookRegistry:
         return self._add("backward", name, module.register_full_backward_hook(fn))
 
     def tensor(
-        self, tensor: torch.Tensor, fn: Callable[..., Any], name: str = ""
+        self, tensor: torch.Tensor, fn: Callable[..., Any], name: str = "", once: bool = False
     ) -> RemovableHandle:
-        """Register ``fn(grad)`` on a tensor (runs during ``backward()``)."""
-        return self._add("tensor", name, tensor.register_hook(fn))
+        """Register ``fn(grad)`` on a tensor (runs during ``backward()``); ``once``: removed
+        after its first call (a forward's output gets one gradient per backward)."""
+        if not once:
+            return self._add("tensor", name, tensor.register_hook(fn))
+        me, handles = weakref.ref(self), []  # the tensor must not keep the registry alive
+
+        def run_once(grad: torch.Tensor) -> Any:
+            # removing itself while autograd runs the hooks is safe: it iterates a copy of
+            # the hook dict's values (pytorch/pytorch#58354)
+            registry = me()
+            if registry is not None:
+                registry.discard(handles[0])
+            return fn(grad)
+
+        handles.append(self._add("tensor", name, tensor.register_hook(run_once)))
+        return handles[0]
 
     def post_accumulate_grad(
         self, tensor: torch.Tensor, fn: Callable[..., Any], name: str = ""
@@ -106,20 +120,29 @@ class HookRegistry:
         keep: list[HookRecord] = []
         drop: list[HookRecord] = []
         with self._lock:
-            for record in self._records:  # one pass: live views remove one layer's often
+            for record in self._records.values():  # one pass: views remove one layer's often
                 (keep if name is not None and record.name != name else drop).append(record)
-            self._records[:] = keep  # in place: the collection callback holds this list
+            _replace(self._records, keep)  # in place: the collection callback holds it
         for record in drop:
             record.handle.remove()
         return len(drop)
 
     def list(self) -> list[tuple[str, str]]:
-        """``(kind, name)`` for each live hook, in registration order."""
+        """``(kind, name)`` for each live hook, in registration order (a hook whose tensor or
+        module was freed is gone with it, and forgotten here)."""
         with self._lock:
-            return [(r.kind, r.name) for r in self._records]
+            _replace(self._records, [r for r in self._records.values() if _registered(r.handle)])
+            return [(r.kind, r.name) for r in self._records.values()]
 
-    def __len__(self) -> int:
+    def __len__(self) -> int:  # cheap: may still count hooks whose tensor was freed (see list)
         return len(self._records)
+
+    def discard(self, handle: Any) -> None:
+        """Remove the one hook of ``handle`` (a handle this registry returned; else no-op)."""
+        with self._lock:
+            record = self._records.pop(id(handle), None)
+        if record is not None:
+            record.handle.remove()
 
     def __enter__(self) -> HookRegistry:
         return self
@@ -135,10 +158,23 @@ class HookRegistry:
         return f"HookRegistry(owner={self.owner!r}, hooks: {counts})"
 
 
-def _on_collected(records: list[HookRecord]) -> Callable[[weakref.ref[HookRegistry]], None]:
+def _replace(records: dict[int, HookRecord], keep: list[HookRecord]) -> None:
+    records.clear()
+    records.update((id(r.handle), r) for r in keep)
+
+
+def _registered(handle: Any) -> bool:
+    """Is the hook still attached? A ``RemovableHandle``'s hook dict dies with its tensor."""
+    ref = getattr(handle, "hooks_dict_ref", None)
+    return ref is None or ref() is not None
+
+
+def _on_collected(
+    records: dict[int, HookRecord],
+) -> Callable[[weakref.ref[HookRegistry]], None]:
     def remove(ref: weakref.ref[HookRegistry]) -> None:
         _COLLECTED.discard(ref)
-        for record in records:
+        for record in list(records.values()):
             record.handle.remove()
         records.clear()
 

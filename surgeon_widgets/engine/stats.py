@@ -1,28 +1,47 @@
-"""On-device reductions of one tensor: a 64-bin histogram, moments, L2 norm, NaN/Inf/zero counts.
+"""On-device reductions of one tensor: moments, min/max, L2 norm, NaN/Inf/zero counts, a histogram.
 
-Everything is computed where the tensor lives, detached and branch-free, then packed into a
-single tensor that crosses to the CPU once (one transfer per tensor, no ``.item()`` per stat).
+One read of the tensor, in chunks that stay in a core's L2 cache: per chunk its sum, min/max,
+count of non-zeros and float32 sums of squares over rows of ``ROW`` values (rows and chunks are
+added in float64, so nothing drifts with the tensor's size). The ``BINS``-bin histogram spans
+the exact ``[min, max]``; it bins every value, or a fixed stratified sample of ``SAMPLE`` values
+once the tensor has ``SAMPLED_FROM`` or more (``TensorStats.sampled``). Everything is packed
+into one tensor that crosses to the CPU once (no ``.item()`` per stat, so the same code is right
+on CUDA). float16/bfloat16 chunks are upcast to float32 in a chunk-sized buffer, never copied whole.
+
+A tensor the one pass cannot summarise exactly takes a second, exact pass (and a second transfer):
+NaN/Inf values, squares that over- or underflow, or a mean so far from zero that the variance
+would cancel (``|mean| > 10 std``). It centres and scales every value before squaring.
 
 Example:
     >>> import torch
     >>> s = tensor_stats(torch.tensor([0.0, 1.0, 2.0, float("nan"), float("inf")]))
     >>> s.mean, s.min, s.max, s.nans, s.infs, s.zeros, round(s.l2 ** 2, 6)
     (1.0, 0.0, 2.0, 1, 1, 0.2, 5.0)
-    >>> int(s.hist.sum()), s.hist.shape, (s.lo, s.hi)
-    (3, (64,), (0.0, 2.0))
+    >>> int(s.hist.sum()), s.hist.shape, (s.lo, s.hi), s.sampled
+    (3, (64,), (0.0, 2.0), 0)
+    >>> big = tensor_stats(torch.arange(2.0 ** 18))
+    >>> big.sampled, int(big.hist.sum()), big.min, big.max, big.mean
+    (65536, 65536, 0.0, 262143.0, 131071.5)
 """
 
 from __future__ import annotations
 
+import math
 import threading
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
-__all__ = ["BINS", "TensorStats", "tensor_stats"]
+__all__ = ["BINS", "ROW", "SAMPLE", "SAMPLED_FROM", "TensorStats", "tensor_stats"]
 
 BINS = 64
+SAMPLE = 1 << 16  # values binned from a large tensor: 64 bins of ~1,000 each
+SAMPLED_FROM = 1 << 18  # tensors of this many values or more get a sampled histogram
+CHUNK = 1 << 17  # values reduced together on a CPU: 512 KB of float32 stays in L2
+DEVICE_CHUNK = 1 << 22  # on accelerators: few kernel launches, temporaries of 16 MB at most
+ROW = 1024  # float32 sums of squares run over this many values; rows add up in float64
+SPREAD = 100.0  # the one pass's variance is trusted while sum(x²) <= SPREAD * sum((x - mean)²)
 
 
 @dataclass(frozen=True)
@@ -31,8 +50,10 @@ class TensorStats:
 
     ``l2`` is the L2 norm of the finite values (what gradient-explosion watchers plot).
 
-    ``hist`` holds float32 counts of the finite values in ``BINS`` equal bins over
-    ``[lo, hi]``; ``note`` says how a non-real tensor was reduced (``"complex: abs"``).
+    ``hist`` holds float32 counts in ``BINS`` equal bins over ``[lo, hi]`` (the exact min and
+    max) of every finite value, or of ``sampled`` values of the tensor picked at fixed, evenly
+    spread places (``sampled == 0``: every finite value was binned). ``note`` says how a
+    non-real tensor was reduced (``"complex: abs"``).
     """
 
     shape: tuple[int, ...]
@@ -50,6 +71,7 @@ class TensorStats:
     hist: np.ndarray = field(repr=False)
     note: str = ""
     l2: float | None = None
+    sampled: int = 0
 
 
 # CPU work buffers are reused (per thread) up to this many elements: fresh multi-megabyte
@@ -83,6 +105,10 @@ def _work_dtype(t: torch.Tensor) -> torch.dtype:
     return torch.float64 if t.dtype in (torch.float64, torch.complex128) else torch.float32
 
 
+def _wide(device: torch.device) -> torch.dtype:
+    return torch.float32 if device.type == "mps" else torch.float64  # MPS has no float64
+
+
 def tensor_stats(tensor: torch.Tensor, bins: int = BINS) -> TensorStats:
     """Reduce ``tensor`` on its own device and return a :class:`TensorStats` (one transfer).
 
@@ -96,13 +122,120 @@ def tensor_stats(tensor: torch.Tensor, bins: int = BINS) -> TensorStats:
         return TensorStats(tuple(t.shape), _dtype(t), numel, None, None, None, None,
                            0.0, 0, 0, 0.0, 0.0, empty, note)  # fmt: skip
     flat = t.reshape(-1)
-    x, xf, flag, small = _workspace(_work_dtype(t), t.device, numel)
-    if t.is_complex():
-        x = torch.abs(flat, out=x)
-    elif t.dtype == x.dtype:
-        x = flat
+    work = _work_dtype(t)
+    packed, sampled = _one_pass(flat, work, bins)
+    stats = _finish(packed.cpu().numpy(), t, numel, note, work, sampled)
+    if stats is not None:
+        return stats
+    return _exact(flat, t, numel, bins, note, work)
+
+
+def _as_work(values: torch.Tensor, work: torch.dtype, out: torch.Tensor | None) -> torch.Tensor:
+    """``values`` as real ``work`` floats: itself, or converted into ``out`` (or a new tensor)."""
+    if values.is_complex():
+        return torch.abs(values, out=out) if out is not None else values.abs().to(work)
+    if values.dtype == work:
+        return values
+    return out.copy_(values) if out is not None else values.to(work)
+
+
+def _chunk_buffers(work: torch.dtype, device: torch.device, size: int) -> list[torch.Tensor]:
+    """Two ``work`` buffers of ``size`` values: a chunk converted, and its non-zero flags."""
+    if device.type != "cpu":  # accelerators have caching allocators
+        return [torch.empty(size, dtype=work, device=device) for _ in range(2)]
+    cache = _local.__dict__.setdefault("chunks", {})
+    if work not in cache:
+        cache[work] = [torch.empty(CHUNK, dtype=work) for _ in range(2)]
+    return cache[work]
+
+
+def _row_norms(v: torch.Tensor) -> torch.Tensor:
+    """L2 norms of ``v``'s rows of ``ROW`` values (and of what is left over), in ``v``'s dtype."""
+    rows = v.numel() // ROW
+    norms = torch.linalg.vector_norm(v[: rows * ROW].view(rows, ROW), dim=1)
+    if rows * ROW == v.numel():
+        return norms
+    return torch.cat([norms, torch.linalg.vector_norm(v[rows * ROW :]).view(1)])
+
+
+def _sample_index(numel: int, device: torch.device) -> torch.Tensor:
+    """``SAMPLE`` sorted places in ``range(numel)``: one at random in each of ``SAMPLE`` equal
+    strata, fixed per ``numel`` (so repeating structure such as channels cannot alias)."""
+    cache = _local.__dict__.setdefault("samples", {})
+    key = numel, device
+    if key not in cache:
+        if len(cache) > 32:
+            cache.clear()
+        jitter = torch.rand(
+            SAMPLE, generator=torch.Generator().manual_seed(numel), dtype=torch.float64
+        )
+        places = ((torch.arange(SAMPLE, dtype=torch.float64) + jitter) * (numel / SAMPLE)).long()
+        cache[key] = places.clamp_(max=numel - 1).to(device)
+    return cache[key]
+
+
+def _one_pass(flat: torch.Tensor, work: torch.dtype, bins: int) -> tuple[torch.Tensor, int]:
+    """``[sum, non-zeros, L2 norm, min, max, *histogram]`` on ``flat``'s device, and how many
+    values the histogram sampled (0: all of them). Few torch calls: each costs microseconds."""
+    device = flat.device
+    wide = _wide(device)
+    size = CHUNK if device.type == "cpu" else min(DEVICE_CHUNK, flat.numel())
+    values, flags = _chunk_buffers(work, device, size)
+    sums, mins, maxs, norms = [], [], [], []
+    for chunk in flat.split(size):
+        n = chunk.numel()
+        v = _as_work(chunk, work, values[:n])
+        lo, hi = torch.aminmax(v)
+        # ne into floats, then a float sum: branch-free (count_nonzero branches per value)
+        sums += [v.sum(), torch.ne(v, 0, out=flags[:n]).sum()]
+        mins.append(lo)
+        maxs.append(hi)
+        norms.append(_row_norms(v))
+    if len(mins) == 1:
+        totals, lo, hi, rows = torch.stack(sums), mins[0], maxs[0], norms[0]
+    else:  # chunk sums add up in float64
+        totals = torch.stack(sums).view(-1, 2).to(wide).sum(0)
+        lo, hi, rows = torch.stack(mins).min(), torch.stack(maxs).max(), torch.cat(norms)
+    l2 = torch.linalg.vector_norm(rows, dtype=wide)  # the rows' float32 norms, in float64
+    if flat.numel() >= SAMPLED_FROM:
+        index, sampled = _sample_index(flat.numel(), device), SAMPLE
+        sample = _as_work(flat.index_select(0, index), work, None)
     else:
-        x.copy_(flat)
+        sample, sampled = _as_work(flat, work, None), 0
+    scale = bins / (hi - lo).clamp(min=bins / torch.finfo(work).max)
+    bin_of = (sample - lo).mul_(scale).clamp_(0, bins - 1)
+    hist = _bincount(bin_of, torch.empty(bin_of.numel(), dtype=torch.int16, device=device), bins)
+    # one tensor in ``wide`` (cat promotes): the one transfer
+    return torch.cat([totals, torch.stack([l2, lo, hi]), hist]).to(wide), sampled
+
+
+def _finish(
+    v: np.ndarray, t: torch.Tensor, numel: int, note: str, work: torch.dtype, sampled: int
+) -> TensorStats | None:
+    """The one pass's :class:`TensorStats`, or ``None`` when it cannot be trusted (see module)."""
+    total, nonzero, l2, lo, hi = v[:5].tolist()
+    if not all(map(math.isfinite, (total, l2, lo, hi))):
+        return None  # NaN/Inf in the tensor, or squares that overflowed
+    squares = l2 * l2
+    largest = max(abs(lo), abs(hi))
+    m2 = squares - total * total / numel  # sum of squared deviations
+    # squares below float's tiny ** 0.5 lose digits; a variance 1/SPREAD of the mean square cancels
+    if 0 < largest < torch.finfo(work).tiny ** 0.5 * 2.0**40 or not 0 <= SPREAD * m2 >= squares:
+        return None
+    return TensorStats(
+        shape=tuple(t.shape), dtype=_dtype(t), numel=numel,
+        mean=total / numel, std=(m2 / max(numel - 1, 1)) ** 0.5, min=lo, max=hi,
+        zeros=float(numel - nonzero) / numel, nans=0, infs=0, lo=lo, hi=hi,
+        hist=v[5:].astype(np.float32), note=note, l2=l2, sampled=sampled,
+    )  # fmt: skip
+
+
+def _exact(
+    flat: torch.Tensor, t: torch.Tensor, numel: int, bins: int, note: str, work: torch.dtype
+) -> TensorStats:
+    """Every value centred and scaled before squaring; NaN/Inf counted and left out."""
+    x, xf, flag, small = _workspace(work, t.device, numel)
+    x = _as_work(flat, work, x)
     # Float ops only, in place, and few of them: bool temporaries, isnan and isfinite are many
     # times slower than float ops on some CPU builds; scalar results are finished on the host.
     torch.nan_to_num(x, 0.0, 0.0, 0.0, out=xf)
@@ -123,13 +256,13 @@ def tensor_stats(tensor: torch.Tensor, bins: int = BINS) -> TensorStats:
     u.addcmul_(flag, mean_u)
     lo_u, hi_u = torch.aminmax(u)
     d = u.sub_(mean_u)
-    norm = torch.linalg.vector_norm(d)
+    wide = _wide(x.device)
+    norm = _row_norms(d).to(wide).square().sum().sqrt()
     low = lo_u - mean_u
     scale = bins / (hi_u - lo_u).clamp(min=bins / torch.finfo(x.dtype).max)
     # bin = floor((d - low) * scale): the int16 cast in _bincount truncates, which floors here
     hist = _bincount(d.sub_(low).mul_(scale).clamp_(0, bins - 1), small, bins)
     head = [total_u, weighted, bad, nonzero, lo0, hi0, lo_u, hi_u, size, norm]
-    wide = torch.float32 if x.device.type == "mps" else torch.float64  # MPS has no float64
     packed = torch.cat([torch.stack([*head, low, scale]).to(wide), hist.to(wide)]).cpu().numpy()
     return _unpack(packed, t, numel, bins, note, np.dtype(str(x.dtype).removeprefix("torch.")))
 

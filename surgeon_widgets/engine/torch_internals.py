@@ -24,6 +24,7 @@ import torch
 
 __all__ = [
     "CODEGEN",
+    "DEFAULT_STORE",
     "DETECT_FAKE_MODE",
     "DISABLE_TORCH_FUNCTION",
     "ENTRIES",
@@ -351,6 +352,13 @@ GRAPH_TASK_ID: Internal[Callable[[], int]] = Internal(
     "of the layer",
 )
 
+DEFAULT_STORE: Internal[Callable[[], Any]] = Internal(
+    "torch.distributed.distributed_c10d._get_default_store",
+    lambda: None,
+    "a rank whose rec.step() times out cannot say at which step the other ranks are, and "
+    "the other ranks do not learn its error (their own collectives fail instead)",
+)
+
 ENTRIES: tuple[Internal[Any], ...] = (
     FX_TRACING,
     FUNCTORCH_ACTIVE,
@@ -365,5 +373,6 @@ ENTRIES: tuple[Internal[Any], ...] = (
     TRACER_CLASS,
     CODEGEN,
     GRAPH_TASK_ID,
+    DEFAULT_STORE,
 )
 """Every entry (tests make them all fail)."""

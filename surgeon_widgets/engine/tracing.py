@@ -97,12 +97,18 @@ class Trace:
         return list(dict.fromkeys(self.node_names() + list(self.module_outputs)))
 
     def resolve(self, name: str, what: str = "node") -> fx.Node:
-        """The node called ``name``; a module name means the last node inside that module."""
+        """The node called ``name``; a module name means the last node inside that module.
+
+        An input also answers to fx's own name for it, as surgeon-pytorch shows it
+        (``input_1`` for ``nn.Sequential``'s ``input``, renamed by fx off the builtin)."""
         for node in self.graph.nodes:
             if node.meta.get(NAME) == name:
                 return node
         if name in self.module_outputs:
             return self.module_outputs[name]
+        for node in self.graph.nodes:
+            if node.op == "placeholder" and node.name == name and NAME in node.meta:
+                return node
         raise UnknownNameError(
             name, self.valid_names(), what, "Hint: get_nodes(model) lists every valid name"
         )
@@ -369,6 +375,7 @@ def trace(
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"expected an nn.Module, got {type(model).__name__}")
+    _check_tracer(tracer)
     cache = _TraceCache.of(model)
     modes = tuple(m.training for m in model.modules())
     base = (tracer or _default_tracer, _signature(concrete_args), modes)
@@ -382,6 +389,18 @@ def trace(
         traced = _trace_uncached(model, tracer, concrete_args, example_inputs)
     cache.put(fx_key if traced.method == "fx" else key, fingerprint, traced)
     return traced
+
+
+def _check_tracer(tracer: Any) -> None:
+    """A tensor passed where ``tracer`` goes (``get_nodes(model, x)``) is named as such."""
+    if tracer is None or (isinstance(tracer, type) and issubclass(tracer, fx.Tracer)):
+        return
+    if isinstance(tracer, type):
+        raise TypeError(f"tracer must be a torch.fx.Tracer subclass or None, got {tracer!r}")
+    raise TypeError(
+        f"tracer must be a torch.fx.Tracer subclass or None, got a {type(tracer).__name__}; "
+        "example inputs go by keyword: get_nodes(model, example_inputs=x)"
+    )
 
 
 class _TraceCache:

@@ -1,8 +1,11 @@
 """Read a run folder, also while it is being written: ``read_run(path)`` -> :class:`Run`.
 
-The reader takes whole records only and stops at the first record whose magic or crc32 is
-wrong (a torn or zero-filled tail is never read as data; it is tried again on the next
-:meth:`Run.refresh`, in case the writer was only half way through).
+Each key's records are read by :class:`~.keyfile.KeyFile`: whole records only, a damaged one
+dropped and counted (``run.bad_records``) while the ones after it are kept, a torn or
+zero-filled tail never read as data but tried again on the next :meth:`Run.refresh`, in case
+the writer was only half way through. A missing key file is a gap (``run.missing``); every
+damage is listed in ``run.problems``. The records are numpy columns; ``run.to_pandas()`` is
+one long DataFrame of every key.
 
 >>> import tempfile, numpy as np, torch
 >>> from torch import nn
@@ -12,88 +15,65 @@ wrong (a torn or zero-filled tail is never read as data; it is tried again on th
 ...     for _ in range(3):
 ...         _ = model(torch.ones(2, 4)); rec.step()
 >>> run = read_run(folder)
->>> run.layers, run.steps, run.status["state"]
-(['0'], [0, 1, 2], 'finished')
+>>> run.layers, run.steps, run.state, run.status["step"]
+(['0'], [0, 1, 2], 'finished', 2)
+>>> run.wait(timeout=1)
+True
 >>> run.stats("0")["0/output"].latest.numel
 6
 """
 
 from __future__ import annotations
 
-import math
-import zlib
-from dataclasses import dataclass
+import json
+import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..engine.naming import UnknownNameError
-from ..engine.series import Series
-from ..engine.stats import TensorStats
-from .layout import BINS, DTYPES, FIELDS, MAGIC, RECORD
-from .runfolder import FORMAT, read_json
+from ..engine.series import COLUMNS, Series, import_pandas
+from .keyfile import KeyFile, RunStats
+from .layout import RECORD
+from .runfolder import STATES, check_format, read_json, run_state
 
-__all__ = ["Run", "RunStats", "read_run"]
+if TYPE_CHECKING:
+    import pandas
 
-F = {name: i for i, name in enumerate(FIELDS)}
+__all__ = ["STATES", "Run", "RunStats", "read_run"]
 
-
-@dataclass(frozen=True)
-class RunStats(TensorStats):
-    """:class:`TensorStats` of a recorded step, merged over ranks, plus what only a run knows.
-
-    ``ranks``: how many ranks had data; ``calls``: forward/backward calls summed over ranks;
-    ``under`` / ``over``: finite values outside the histogram's edges ``[lo, hi]``. ``shape``
-    is the largest local shape seen on any rank; ``numel`` counts every value on every rank.
-    """
-
-    ranks: int = 0
-    calls: int = 0
-    under: int = 0
-    over: int = 0
+KIND_ORDER = {"activation": 0, "gradient": 1, "parameter": 2}
 
 
-def to_stats(row: np.ndarray, hist: np.ndarray) -> RunStats:
-    """A :class:`RunStats` from one record's fields and histogram."""
-    v = dict(zip(FIELDS, row.tolist()))
-    n, numel = v["finite"], v["numel"]
-    has = n > 0
-    shape = tuple(int(d) for d in row[F["dim0"] : F["dim0"] + max(int(v["ndim"]), 0)])
-    code = int(v["dtype"])
-    binned = math.isfinite(v["lo"]) and math.isfinite(v["hi"])
-    lo, hi = (v["lo"], v["hi"]) if binned else (v["min"], v["max"]) if has else (0.0, 0.0)
-    notes = [f"{int(v['ranks'])} rank(s) had data"]
-    if not binned and has:
-        notes.append("no histogram at a key's first record (edges come from the previous one)")
-    if v["under"] or v["over"]:
-        notes.append(f"{int(v['under'])} below, {int(v['over'])} above the histogram")
-    return RunStats(
-        shape=shape, dtype=DTYPES[code] if 0 <= code < len(DTYPES) else "unknown",
-        numel=int(numel), mean=v["mean"] if has else None,
-        std=math.sqrt(v["m2"] / max(n - 1, 1)) if has else None,
-        min=v["min"] if has else None, max=v["max"] if has else None,
-        zeros=v["zeros"] / numel if numel else 0.0, nans=int(v["nans"]), infs=int(v["infs"]),
-        lo=float(lo), hi=float(hi), hist=hist.astype(np.float32), note="; ".join(notes),
-        ranks=int(v["ranks"]), calls=int(v["calls"]), under=int(v["under"]), over=int(v["over"]),
-    )  # fmt: skip
-
-
-def read_records(data: bytes) -> tuple[list[tuple[int, np.ndarray, np.ndarray]], int]:
-    """Whole valid records from the start of ``data`` and the bytes they span (up to a bad one)."""
-    out = []
-    size = RECORD.size
-    end = 0
-    while end + size <= len(data):
-        chunk = data[end : end + size]
-        if chunk[:4] != MAGIC or zlib.crc32(chunk[:-4]) != int.from_bytes(chunk[-4:], "little"):
-            break
-        values = RECORD.unpack(chunk)
-        step = values[1]
-        row = np.array(values[2 : 2 + len(FIELDS)], dtype=np.float64)
-        hist = np.array(values[2 + len(FIELDS) : 2 + len(FIELDS) + BINS], dtype=np.float32)
-        out.append((step, row, hist))
-        end += size
-    return out, end
+def read_manifest(path: Path) -> dict:
+    """``manifest.json`` of the run folder ``path``, checked; a clear error when it is not one."""
+    manifest_path = path / "manifest.json"
+    if not manifest_path.exists():
+        raise FileNotFoundError(
+            f"{path} is not a run folder (no manifest.json); Recorder(model, path) "
+            "writes one when it starts"
+        )
+    try:
+        manifest = read_json(manifest_path)
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:  # written by atomic rename
+        raise ValueError(
+            f"{manifest_path} is damaged ({error}; {manifest_path.stat().st_size} bytes): the "
+            "Recorder writes it whole by atomic rename, so the file was cut or changed "
+            "afterwards; without it the key files cannot be named"
+        ) from None
+    if not isinstance(manifest, dict):
+        raise ValueError(f"{manifest_path}: a {type(manifest).__name__}, not a run manifest")
+    check_format(manifest, manifest_path)
+    lacking = [k for k in ("keys", "layers", "record", "rows", "world_size") if k not in manifest]
+    if lacking:
+        raise ValueError(f"{manifest_path}: no {', '.join(lacking)} (a damaged manifest)")
+    if manifest["record"].get("size") != RECORD.size:
+        raise ValueError(
+            f"{manifest_path}: record size {manifest['record'].get('size')}, "
+            f"expected {RECORD.size}"
+        )
+    return manifest
 
 
 class Run:
@@ -105,26 +85,11 @@ class Run:
 
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
-        manifest_path = self.path / "manifest.json"
-        if not manifest_path.exists():
-            raise FileNotFoundError(
-                f"{self.path} is not a run folder (no manifest.json); Recorder(model, path) "
-                "writes one when it starts"
-            )
-        self.manifest = read_json(manifest_path)
-        if self.manifest.get("format") != FORMAT:
-            raise ValueError(
-                f"{manifest_path}: format {self.manifest.get('format')!r}, expected {FORMAT!r}"
-            )
-        if self.manifest["record"]["size"] != RECORD.size:
-            raise ValueError(
-                f"{manifest_path}: record size {self.manifest['record']['size']}, "
-                f"expected {RECORD.size}"
-            )
-        self.keys: list[dict] = self.manifest["keys"]
-        self._offsets = [0] * len(self.keys)
-        self._data: list[list[tuple[int, RunStats]]] = [[] for _ in self.keys]
-        self.skipped_bytes = 0  # bytes after the last whole valid record, summed over keys
+        self.manifest = read_manifest(self.path)
+        self.keys: list[dict] = []
+        self._files: list[KeyFile] = []
+        self._manifest_mtime = (self.path / "manifest.json").stat().st_mtime_ns
+        self._take_keys(self.manifest)
         self.refresh()
 
     @property
@@ -143,36 +108,102 @@ class Run:
 
     @property
     def status(self) -> dict:
-        """``status.json`` as it is now: ``state`` (running / finished / failed), ``step``, ..."""
+        """``status.json`` as it is now: ``state`` as written, ``step`` (the last step
+        ``rec.step()`` ended), ``last_record``, ``updated`` (heartbeat), ``error``, ``signal``."""
         try:
             return read_json(self.path / "status.json")
         except (FileNotFoundError, ValueError):  # between renames on some network filesystems
             return {"state": "unknown", "step": None, "last_record": None}
 
     @property
+    def state(self) -> str:
+        """One of ``running, finished, failed, stopped, lost`` (see :data:`STATES`).
+
+        ``stopped``: SIGTERM / SIGINT (``status["signal"]`` names it); ``lost``: the status
+        says running but its heartbeat stopped and the writer is gone.
+        """
+        status = self.status
+        return "running" if status.get("state") == "unknown" else run_state(status)
+
+    def wait(self, timeout: float | None = None, poll: float = 0.2) -> bool:
+        """Block until the run is no longer running (or ``timeout`` seconds passed); then read
+        what was appended. True when it ended (``run.state`` says how)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.state == "running":
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return False
+            time.sleep(poll if left is None else min(poll, left))
+        self.refresh()
+        return True
+
+    @property
     def steps(self) -> list[int]:
         """Every step at which some key was recorded, ascending."""
-        return sorted({step for data in self._data for step, _ in data})
+        return np.unique(np.concatenate([f.steps for f in self._files] or [[]])).astype(
+            np.int64
+        ).tolist()
+
+    @property
+    def skipped_bytes(self) -> int:
+        """Bytes after the last whole valid record, summed over keys (read again next refresh)."""
+        return sum(f.tail for f in self._files)
+
+    @property
+    def bad_records(self) -> dict[str, int]:
+        """``{key: records dropped}``: bad magic or crc32, the records after them kept."""
+        return {key["key"]: f.bad for key, f in zip(self.keys, self._files) if f.bad}
+
+    @property
+    def missing(self) -> list[str]:
+        """Keys whose file is not in the folder (their records are a gap)."""
+        return [key["key"] for key, f in zip(self.keys, self._files) if f.missing]
+
+    @property
+    def problems(self) -> list[str]:
+        """What was damaged or missing, one line per key; ``[]`` for an intact run."""
+        out = []
+        for key, f in zip(self.keys, self._files):
+            if f.missing:
+                out.append(f"{key['key']}: {key['file']} is missing")
+            if f.bad:
+                out.append(f"{key['key']}: {f.bad} damaged record(s) dropped ({key['file']})")
+            if f.tail:
+                out.append(f"{key['key']}: {f.tail} bytes after the last valid record "
+                           f"({key['file']}; incomplete, or damaged at the end)")  # fmt: skip
+        return out
+
+    @property
+    def nbytes(self) -> int:
+        """Memory held for the records read so far (histograms stay on disk)."""
+        return sum(f.nbytes for f in self._files)
+
+    def _take_keys(self, manifest: dict) -> None:
+        # a live Explorer's run (Explorer(run_dir=)) lists a key once it first records it
+        self.manifest = manifest
+        for key in manifest["keys"][len(self.keys) :]:
+            self.keys.append(key)
+            self._files.append(KeyFile(self.path / key["file"]))
+
+    def _new_keys(self) -> None:
+        path = self.path / "manifest.json"
+        try:
+            mtime = path.stat().st_mtime_ns
+            if mtime != self._manifest_mtime:
+                self._take_keys(read_json(path))
+                self._manifest_mtime = mtime
+        except (FileNotFoundError, ValueError):  # between renames: the next refresh sees it
+            pass
 
     def refresh(self) -> int:
         """Read the records appended since the last call; return how many were new."""
-        new = 0
-        skipped = 0
-        for i, key in enumerate(self.keys):
-            path = self.path / key["file"]
-            try:
-                with open(path, "rb") as f:
-                    f.seek(self._offsets[i])
-                    data = f.read()
-            except FileNotFoundError:
-                continue
-            records, used = read_records(data)
-            self._offsets[i] += used
-            skipped += len(data) - used
-            self._data[i].extend((step, to_stats(row, hist)) for step, row, hist in records)
-            new += len(records)
-        self.skipped_bytes = skipped
-        return new
+        self._new_keys()
+        return sum(f.refresh() for f in self._files)
+
+    def _series(self, i: int) -> Series:
+        key, f = self.keys[i], self._files[i]
+        return Series(key["key"], key["layer"], key["leaf"], key["kind"],
+                      f.steps.tolist(), f.values())  # fmt: skip
 
     def stats(self, layer: str) -> dict[str, Series]:
         """``{key: Series}`` of ``layer``: activations, then gradients, then parameters."""
@@ -180,21 +211,34 @@ class Run:
             raise UnknownNameError(
                 layer, self.layers, "recorded layer", "Hint: run.layers lists them"
             )
-        order = {"activation": 0, "gradient": 1, "parameter": 2}
-        out = {}
-        for i, key in sorted(enumerate(self.keys), key=lambda ik: order.get(ik[1]["kind"], 3)):
-            if key["layer"] != layer or not self._data[i]:
-                continue
-            out[key["key"]] = Series(
-                key["key"], key["layer"], key["leaf"], key["kind"],
-                [s for s, _ in self._data[i]], [v for _, v in self._data[i]],
-            )  # fmt: skip
+        order = sorted(range(len(self.keys)), key=lambda i: KIND_ORDER.get(self.keys[i]["kind"], 3))
+        return {self.keys[i]["key"]: self._series(i) for i in order
+                if self.keys[i]["layer"] == layer and len(self._files[i])}  # fmt: skip
+
+    def to_pandas(self) -> pandas.DataFrame:
+        """Every record of every key as one long DataFrame: ``layer``, ``key``, ``leaf``,
+        ``kind``, ``step``, then the columns of :meth:`Series.to_pandas` (pandas needed)."""
+        pd = import_pandas()
+        frames = []
+        for layer in self.layers:
+            for series in self.stats(layer).values():
+                frame = series.to_pandas().reset_index()
+                for name in ("kind", "leaf", "key", "layer"):
+                    frame.insert(0, name, getattr(series, name))
+                frames.append(frame)
+        if not frames:
+            return pd.DataFrame(columns=["layer", "key", "leaf", "kind", "step", "training",
+                                         *COLUMNS])  # fmt: skip
+        out = pd.concat(frames, ignore_index=True)
+        for name in ("layer", "key", "leaf", "kind"):
+            out[name] = out[name].astype("category")
         return out
 
     def __repr__(self) -> str:
         s = self.status
+        damage = f", {len(self.problems)} problem(s): run.problems" if self.problems else ""
         return (f"Run({str(self.path)!r}, {len(self.layers)} layers, {len(self.steps)} steps, "
-                f"{s.get('state')}, last step {s.get('step')})")  # fmt: skip
+                f"{run_state(s)}, last step {s.get('step')}{damage})")  # fmt: skip
 
 
 def read_run(path: Path | str) -> Run:

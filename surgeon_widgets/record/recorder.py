@@ -2,8 +2,11 @@
 
 Hooks only add into two device buckets (they never communicate or sync the host); every
 collective happens in :meth:`Recorder.step`: two fixed-shape all_reduces (see
-:mod:`.collect`). Which steps record is a pure function of the step counter
-(``step % every == 0``). :meth:`Recorder.close` does no collective.
+:mod:`.collect`) on the Recorder's own process group (:mod:`.peers`), so they never pair with
+the training's. Which steps record is a pure function of the step counter
+(``step % every == 0``). :meth:`Recorder.close` does no collective. The writer rank's run
+folder says ``running`` (heartbeat), then ``finished``, ``failed`` (an error, also another
+rank's) or ``stopped`` (SIGTERM / SIGINT, :mod:`.signals`); ``resume=True`` appends to a run.
 
 >>> import tempfile, torch
 >>> from torch import nn
@@ -21,10 +24,12 @@ collective happens in :meth:`Recorder.step`: two fixed-shape all_reduces (see
 from __future__ import annotations
 
 import atexit
+import signal
 import time
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -41,11 +46,13 @@ from ..engine.tensors import first_tensor
 from ..engine.torch_internals import GRAPH_TASK_ID
 from ..engine.wrappers import unwrap
 from .accumulate import accumulate
-from .collect import check_same, distributed, layer_hash, reduce_buckets
+from .collect import RankMismatchError, distributed, layer_hash, reduce_buckets
 from .layout import BINS, CALLS, DTYPES, FIELDS, HAS, HEAD, MAX_WIDTH, RECORD, SUM_WIDTH, Key
 from .merge import merge, next_edges
 from .params import local_values
-from .runfolder import RunWriter
+from .peers import Board, agree_at_start, recorder_group
+from .runfolder import RunWriter, first_step
+from .signals import on_stop_signals
 
 __all__ = ["Recorder", "RecorderCost"]
 
@@ -89,19 +96,25 @@ class Recorder:
     Args:
         model: the user's module, also inside DDP, after ``fully_shard`` or ``torch.compile``
             (names are the module's own: no ``module.`` / ``_orig_mod.`` prefixes).
-        path: the run folder (created; a run already there is replaced).
+        path: the run folder: new or empty (created), or a run to continue with ``resume``.
         layers: module names (``get_layers(model)``); default every leaf module.
         every: record steps ``0, every, 2 * every, ...``.
         gradients: also record the gradient of each layer's output (tensor hooks).
         params: also record each layer's own parameters.
-        group: the data-parallel process group (default: the world).
+        group: the data-parallel process group (default: the world). The Recorder makes its
+            own group over the same ranks once (over a subgroup: make your groups first).
         writer: the group rank that writes the folder.
         fsync: fsync each record (slower; for filesystems that need it).
+        resume: append to the run already in ``path`` (same keys and ``every``): steps go on
+            after its last step. Without it a non-empty folder is refused, untouched.
+        timeout: seconds the Recorder's collectives wait for the other ranks (default: torch's
+            30 minutes, as the training's own collectives).
 
     Raises:
         UnknownNameError: a layer name the model does not have (closest names listed).
+        FileExistsError: ``path`` holds a run (and ``resume`` is not set) or other files.
         RankMismatchError: (at construction or in ``step()``) ranks disagree on the layer list
-            or on the step number.
+            or on the step number; raised on every rank, the folder then says ``failed``.
     """
 
     def __init__(
@@ -116,6 +129,8 @@ class Recorder:
         group: Any = None,
         writer: int = 0,
         fsync: bool = False,
+        resume: bool = False,
+        timeout: float | None = None,
     ) -> None:
         if not isinstance(model, nn.Module):
             raise TypeError(f"Recorder needs an nn.Module, got {type(model).__name__}")
@@ -143,7 +158,8 @@ class Recorder:
         self.every, self.gradients, self.params, self.group = every, gradients, params, group
         self.keys = self._make_keys(modules)
         self.cost = RecorderCost()
-        self._step = 0
+        self._step = 0  # the step number of the next rec.step()
+        self._calls = 0
         self._closed = False
         self._world = dist.get_world_size(group) if distributed(group) else 1
         self._rank = dist.get_rank(group) if distributed(group) else 0
@@ -151,6 +167,10 @@ class Recorder:
             raise ValueError(
                 f"writer must be a rank of the group (0..{self._world - 1}), got {writer}"
             )
+        if timeout is not None and not timeout > 0:
+            raise ValueError(f"timeout must be a number of seconds > 0, got {timeout!r}")
+        self._group = recorder_group(group, None if timeout is None else timedelta(seconds=timeout))
+        self._board = Board(self._group) if self._group is not None else None
         self._hash = layer_hash([k.key for k in self.keys], every)
         self._device = self._bucket_device()
         k = len(self.keys)
@@ -160,10 +180,21 @@ class Recorder:
         self._maxes = self._maxes_flat[HEAD:].view(k, MAX_WIDTH)
         self._edges_host = np.full((k, 2), np.nan)
         self._edges_list = [(float("nan"), float("nan"))] * k
-        self._check_ranks_agree()
+        start: int | Exception = -1
+        if self._rank == writer:
+            try:
+                start = first_step(self.path, [k.key for k in self.keys], every, resume)
+            except (OSError, ValueError) as error:
+                start = error
+        self._step = agree_at_start(self._group, [k.key for k in self.keys], every, self._hash,
+                                    start, writer, self.path, self._device)  # fmt: skip
         self._writer = None
         if self._rank == writer:
-            self._writer = RunWriter(self.path, self._manifest(model), self.keys, fsync)
+            resume_at = self._step if (self.path / "manifest.json").exists() else None
+            watch = self._board.failure if self._board is not None else None
+            self._writer = RunWriter(self.path, self._manifest(model), self.keys, fsync,
+                                     resume_at=resume_at, watch=watch)  # fmt: skip
+            self._undo_signals = on_stop_signals(_stop_signal(weakref.ref(self)))
         self._hooks = HookRegistry("Recorder")
         self._grad_hooks = HookRegistry("Recorder gradients")
         me = weakref.ref(self)
@@ -184,16 +215,18 @@ class Recorder:
 
     @property
     def step_count(self) -> int:
-        """How many times :meth:`step` was called."""
-        return self._step
+        """How many times :meth:`step` was called (on this Recorder)."""
+        return self._calls
 
     def step(self, step: int | None = None) -> None:
         """End one optimizer step: on a recording step, merge over ranks and write the records.
 
         Call it on every rank, once per optimizer step, after ``backward()``. ``step``: your
-        own step number (default: the count of calls so far). Passing it lets a rank that
-        skipped a step be caught at once (the ranks' numbers differ: :class:`RankMismatchError`
-        on every rank); without it a skipped call shows as a timeout of the last collective.
+        own step number (default: the last one + 1, from 0 or after a resumed run's last).
+        Passing it lets a rank that skipped a step be caught at once (the ranks' numbers
+        differ: :class:`RankMismatchError` on every rank); without it a skipped or extra call
+        is a :class:`RankMismatchError` when the Recorder's collective times out (``timeout``),
+        naming each rank's last step, and the other ranks raise it when theirs fail.
         """
         if self._closed:
             raise RuntimeError("this Recorder is closed; make a new one to record again")
@@ -207,31 +240,44 @@ class Recorder:
                 self._record()
         finally:
             self._grad_hooks.remove()  # hooks of outputs whose backward never came
-            self._step += 1
-            self.cost.steps = self._step
             if self._writer is not None:
                 self._writer.beat(self._step)
+            self._step += 1
+            self._calls += 1
+            self.cost.steps = self._calls
             self.cost.step_seconds += time.perf_counter() - start
 
     def close(self, error: BaseException | str | None = None) -> None:
-        """Remove every hook; mark the run finished (or failed, with ``error``). No collective."""
+        """Remove every hook; mark the run finished (or failed, with ``error``). No collective.
+
+        A run stopped by a signal stays ``stopped``. With ``error``, an error another rank
+        reported (its :class:`RankMismatchError`) is what the folder says.
+        """
         if self._closed:
             return
         self._closed = True
         self._hooks.remove()
         self._grad_hooks.remove()
+        text = error if isinstance(error, str) or error is None else (
+            f"{type(error).__name__}: {error}")  # fmt: skip
+        if text is not None and not isinstance(error, RankMismatchError):
+            text = self._peer_failure() or text
+        if self._board is not None:
+            self._board.post(self._step - 1)  # where this rank ended, for a rank still waiting
         if self._writer is not None:
-            if error is None:
-                self._writer.close("finished")
-            else:
-                text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
-                self._writer.close("failed", text)
+            self._undo_signals()
+            self._writer.close("finished" if text is None else "failed", text)
 
     def __enter__(self) -> Recorder:
         return self
 
     def __exit__(self, kind: Any, error: BaseException | None, tb: Any) -> None:
         self.close(error)
+        # the training's own collective failed because another rank's Recorder did: say why
+        failure = None if error is None or isinstance(error, RankMismatchError) else (
+            self._peer_failure())  # fmt: skip
+        if failure is not None and isinstance(error, Exception):
+            raise RankMismatchError(failure) from error
 
     def __repr__(self) -> str:
         where = f"rank {self._rank}/{self._world}, step {self._step}"
@@ -258,19 +304,27 @@ class Recorder:
         first = next(iter(self.model.parameters()), None)
         return first.device if first is not None and not first.is_meta else torch.device("cpu")
 
-    def _check_ranks_agree(self) -> None:
-        """One fixed-shape collective at construction: different layer lists would mispair."""
-        if not distributed(self.group):
-            return
-        k = float(len(self.keys))
-        probe = torch.tensor(
-            [self._hash, -self._hash, k, -k], dtype=torch.float64, device=self._device
-        )
-        dist.all_reduce(probe, op=dist.ReduceOp.MAX, group=self.group)
-        hint = ("Build the Recorder with the same layers, gradients, params and every on every "
-                "rank (it cannot merge keys that only some ranks have)")  # fmt: skip
-        check_same(probe[2:4].cpu(), "the number of recorded keys", hint)
-        check_same(probe[0:2].cpu(), "the recorded layers (hash of the layer list)", hint)
+    def _peer_failure(self) -> str | None:
+        return self._board.failure() if self._board is not None else None
+
+    def _reduce(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The step's collectives; a rank that waited in vain names where the others are."""
+        group = self._group if self._group is not None else self.group
+        if self._board is None:
+            return reduce_buckets(self._sums.view(-1), self._maxes_flat, self._step, self._hash,
+                                  group)  # fmt: skip
+        self._board.post(self._step)
+        try:
+            return reduce_buckets(self._sums.view(-1), self._maxes_flat, self._step, self._hash,
+                                  group)  # fmt: skip
+        except RankMismatchError as error:
+            cause = error.__cause__
+            if not isinstance(cause, RuntimeError):  # the ranks disagreed, every one knows
+                self._board.report(str(error))
+                raise
+            message = self._board.waited_in_vain(self._step, cause)
+            self._board.report(message)
+            raise RankMismatchError(message) from cause
 
     def _manifest(self, model: nn.Module) -> dict:
         return {
@@ -297,8 +351,7 @@ class Recorder:
                     if values is not None:
                         self._add(key.index, values)
         self._sums[:, HAS] = (self._sums[:, CALLS] > 0).to(self._sums.dtype)
-        sums, maxes = reduce_buckets(self._sums.view(-1), self._maxes_flat, self._step, self._hash,
-                                     self.group)  # fmt: skip
+        sums, maxes = self._reduce()
         k = len(self.keys)
         max_rows = maxes[HEAD:].view(k, MAX_WIDTH).numpy()
         rows, hists = merge(sums.view(k, SUM_WIDTH).numpy(), max_rows,
@@ -346,6 +399,15 @@ def _grad_hook(me: weakref.ref[Recorder], index: int):
         rec._add(index, grad)
 
     return hook
+
+
+def _stop_signal(me: weakref.ref[Recorder]):
+    def stopped(signum: int) -> None:
+        rec = me()
+        if rec is not None and rec._writer is not None and not rec._closed:
+            rec._writer.stopped(signal.Signals(signum).name)
+
+    return stopped
 
 
 def _close_at_exit(me: weakref.ref[Recorder]) -> None:

@@ -13,6 +13,7 @@ ends) -> :meth:`Explorer._selection_changed` -> :meth:`.live.selection.Selection
 from __future__ import annotations
 
 import threading
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +24,10 @@ from torch import nn
 from ..engine.naming import closest
 from ..engine.tracing import ExampleInputs
 from ..engine.wrappers import unwrap
+from ..record.run_log import RunLog
 from .front_end import FrontEnd
-from .history import History, Record, Series
-from .live.selection import COMPILED, Selection, SelectionHooks, resolve
+from .history import History, NonFinite, Record, Series
+from .live.selection import COMPILED, Selection, SelectionHooks, meta_ran, resolve
 from .runtime import hook_guards, notebook, ownership
 from .runtime.compiled import compiled_parts, is_compiled
 from .runtime.handover import Handover, messages_on_model_thread
@@ -34,6 +36,7 @@ from .runtime.shown import ShownLater
 from .runtime.still_output import StillOutput
 from .runtime.traits import hand_over
 from .snapshot import Still, render_still
+from .views import tree
 from .views.attention_figure import attention_figure
 from .views.attention_tokens import normalize_tokens
 from .views.cut_panel import CutPanel, Marks, NameMap
@@ -51,7 +54,9 @@ HANDED_OVER = frozenset(
 HELLO = frozenset({"hello"})  # read-only: answered at once, on any thread
 BUTTONS = {"remove_all_hooks": "remove_all_hooks", "clear_errors": "clear_errors",
            "cut_apply_fix": "apply_fix"}  # the view's messages -> the method they call  # fmt: skip
-OPTIONS = ["example_inputs", "selected", "gradients", "max_rate", "show_nodes", "params"]
+OPTIONS = [
+    "example_inputs", "selected", "gradients", "max_rate", "show_nodes", "params", "run_dir",
+]  # fmt: skip
 
 
 class Explorer(ShownLater, FrontEnd):
@@ -59,7 +64,8 @@ class Explorer(ShownLater, FrontEnd):
 
     Every forward your own code runs updates the selected layers' histogram, mean, std,
     min/max, zeros and NaN/Inf counts (their gradients with ``gradients=True``, their own
-    weights with ``params=True`` or ``param_layers``), at most ``max_rate`` times a second per
+    weights with ``params=True`` or ``param_layers``; ``nonfinite``: where values first went
+    NaN / Inf, the first entry where they broke), at most ``max_rate`` times a second per
     layer within ~2% of wall time (:mod:`.live.throttle`). ``close()``, a newer Explorer on the
     same model, or garbage collection removes the hooks (:mod:`.runtime.shown`: what keeps one).
 
@@ -68,6 +74,9 @@ class Explorer(ShownLater, FrontEnd):
         example_inputs: a tensor, tuple of args or dict of kwargs: output shapes, graph nodes.
         selected, gradients, max_rate, show_nodes: initial values of those traits.
         params: every selected layer also shows its own parameters (``param_layers``).
+        run_dir: a new folder to write every record into as it comes, in the Recorder's format:
+            ``read_run(run_dir)`` and ``Explorer.from_run(run_dir)`` show it after the kernel is
+            gone. Without it nothing is written.
 
     Example:
         >>> import torch
@@ -78,6 +87,9 @@ class Explorer(ShownLater, FrontEnd):
         >>> _ = model(torch.ones(2, 4))
         >>> ex.stats("0")["0/output"].latest.shape, ex.hooks
         ((2, 3), [{'name': '0', 'kind': 'forward'}])
+        >>> _ = model(torch.full((2, 4), float("nan")))
+        >>> ex.nonfinite  # the first NaN / Inf record of each key, oldest first
+        [NonFinite(layer='0', key='0/output', step=1, nans=6, infs=0)]
         >>> ex.close()
     """
 
@@ -92,6 +104,9 @@ class Explorer(ShownLater, FrontEnd):
     node_out = NameMap().tag(sync=True)
     cut_report = t.Dict().tag(sync=True)
     code = t.Unicode("").tag(sync=True)
+    nonfinite = t.List(t.Instance(NonFinite)).tag(sync=True)  # first NaN / Inf of each key
+    no_values = t.Dict().tag(sync=True)  # layer -> why no statistics will come (meta device)
+    param_notes = t.Dict().tag(sync=True)  # layer -> why its "parameters" box is off
     snapshot = t.Dict().tag(sync=True)  # what the panels show, for a notebook with no kernel
     reopen_hint = "make a new one, Explorer(model)"
 
@@ -105,6 +120,7 @@ class Explorer(ShownLater, FrontEnd):
         max_rate: float = 10.0,
         show_nodes: bool = False,
         params: bool = False,
+        run_dir: str | Path | None = None,
         **unknown: Any,
     ) -> None:
         if not isinstance(model, nn.Module):
@@ -118,6 +134,11 @@ class Explorer(ShownLater, FrontEnd):
         self._lease = hook_guards.hold(model)  # dynamo sees our hooks while this Explorer lives
         ownership.release_when_collected(self, model, self._lease)  # hooks hold parts weakly
         self._tree = TreePanel(model, example_inputs)
+        self._run_log = None if run_dir is None else RunLog(
+            run_dir, self._tree.module_rows, type(model).__name__
+        )  # before any hook: a folder that holds a run is refused with nothing attached
+        if self._run_log is not None:
+            weakref.finalize(self, self._run_log.close)  # collected or exiting: "finished"
         self._history = History()
         self._lock = threading.Lock()
         self._handover = Handover(self._watched, main_loop_scheduler())
@@ -127,6 +148,7 @@ class Explorer(ShownLater, FrontEnd):
         self._live = SelectionHooks(
             self._watched, self._on_records, self._send_attention,
             self._errors.hook_failed, self._errors.add, self._note, max_rate,
+            on_meta=lambda layer: self._no_values(layer, meta_ran(layer)),
         )  # fmt: skip
         self._cut = CutPanel(
             model, example_inputs, lambda: Marks(self.node_in, self.node_out, self.selected),
@@ -169,8 +191,8 @@ class Explorer(ShownLater, FrontEnd):
         ``UnknownNameError`` for a name neither a layer nor a graph node (closest listed)."""
         names = [names] if isinstance(names, str) else list(names)
         self._tree.check(names)
-        if self.closed:
-            raise RuntimeError(f"this Explorer is closed: {self.reopen_hint}")
+        if self.read_only:
+            raise RuntimeError(f"this Explorer is read-only: {self.read_only}")
         self.selected = names
 
     def stats(self, name: str) -> dict[str, Series]:
@@ -215,8 +237,10 @@ class Explorer(ShownLater, FrontEnd):
         self._cut.to_cell()
 
     def remove_all_hooks(self) -> None:
-        """Deselect everything, which removes every hook of this widget."""
-        self.selected = []
+        """Deselect everything, which removes every hook of this widget (a read-only one has
+        none left)."""
+        if not self.read_only:
+            self.selected = []
 
     def clear_errors(self) -> None:
         """Empty the error list (the view's "Clear" button does the same)."""
@@ -232,10 +256,24 @@ class Explorer(ShownLater, FrontEnd):
             self._release()
             super().close()
             return
-        self.selected = []
+        self.remove_all_hooks()
         self._release()
         self._history = History()
+        self.nonfinite = []
         self.closed = True
+
+    @property
+    def read_only(self) -> str:
+        """Why this Explorer takes no more changes ("": it does): a newer Explorer on its model
+        replaced it (:mod:`.runtime.ownership`), or it was closed. Its view shows the reason."""
+        return self.replaced or (ownership.CLOSED if self.closed else "")
+
+    @t.validate(*ownership.FROZEN)
+    def _writable(self, proposal: Any) -> Any:
+        # also the view's changes: ipywidgets' set_state validates them when its hold ends
+        if self.read_only:
+            raise t.TraitError(f"{proposal['trait'].name} cannot change: {self.read_only}")
+        return proposal["value"]
 
     def __repr__(self) -> str:
         head = f"Explorer({type(self._model).__name__}, {len(self._tree.layers)} layers"
@@ -300,8 +338,6 @@ class Explorer(ShownLater, FrontEnd):
     @t.observe("selected", "gradients", "param_layers")
     def _selection_changed(self, change: Any) -> None:
         """The one place a selection change reaches the hooks (see the click path above)."""
-        if self.replaced:  # a newer Explorer owns the model now
-            return
         tree = self._tree
         layers, messages = resolve(self.selected, tree.layers, tree.node_names(), self._watched)
         for message in messages if change["name"] != "param_layers" else ():
@@ -309,6 +345,7 @@ class Explorer(ShownLater, FrontEnd):
         joined = self._params_all and change["name"] == "selected"
         added = [n for n in layers if n not in set(change["old"] or ())] if joined else []
         params = self._live.params_of(self.param_layers, layers, added)
+        self.param_notes = self._live.params_notes(layers)
         if params != self.param_layers:
             self.param_layers = params  # observed again: that call attaches
             return
@@ -332,18 +369,31 @@ class Explorer(ShownLater, FrontEnd):
             self.rows = rows
 
     def _on_records(self, records: list[Record]) -> None:
+        bad = False
         for record in records:
-            self._history.add(record)
+            bad = bool(self._history.add(record)) or bad  # a key's first NaN / Inf
+            if self._run_log is not None:
+                r = record
+                self._run_log.add(r.key, r.layer, r.leaf, r.kind, r.step, r.stats, r.training)
+        if bad:
+            self.nonfinite = self._history.nonfinite()
         first = records[0]
-        if first.kind == "activation" and first.layer not in self.shapes:
-            shape = {"shape": list(first.stats.shape), "dtype": first.stats.dtype}
-            self.shapes = {**self.shapes, first.layer: shape}
-        self.send(*stats_message(fit_budget(records)))
+        if first.kind == "activation":
+            seen = tree.seen_shape(
+                self.shapes, first.layer, list(first.stats.shape), first.stats.dtype
+            )
+            if seen is not None:
+                self.shapes = seen
+        self.send(*stats_message(fit_budget(records), self._history))
         self._shown_changed()
 
     def _publish_errors(self, entries: list[dict]) -> None:
         with self._lock:
             self.errors = entries
+
+    def _no_values(self, layer: str, why: str) -> None:
+        if self.no_values.get(layer) != why:
+            self.no_values = {**self.no_values, layer: why}
 
     def _note(self, note: str) -> None:
         self.notes = list(dict.fromkeys([*self.notes, note]))  # each note once
@@ -351,6 +401,8 @@ class Explorer(ShownLater, FrontEnd):
     def _on_msg(self, widget: Any, content: Any, buffers: Any) -> None:
         """The view's messages (``js/PROTOCOL.md`` "Messages"), each to the room it is for."""
         kind = content.get("type") if isinstance(content, dict) else None
+        if kind != "hello" and self.read_only:  # a read-only view's buttons are off too
+            return
         if kind == "hello":  # a new view: everything it missed
             self._still.viewed = True  # its output now updates by the state, not the display
             self.send(*history_snapshot(self._history))
@@ -371,6 +423,8 @@ class Explorer(ShownLater, FrontEnd):
         self._live.close()
         self._handover.close()
         self._lease.release()  # no hook of ours left for dynamo to guard
+        if self._run_log is not None:
+            self._run_log.close()
 
     def _replaced_by_newer(self) -> None:
         """A newer Explorer took this model over: remove every hook, say so, keep the history."""

@@ -1,5 +1,9 @@
 """What the live hooks measured: one record per tensor leaf per update, and a bounded history.
 
+The history also keeps, for good, the first record of each key that held a NaN or an Inf
+(:meth:`History.nonfinite`), in the order they were measured: the first entry is where the
+values broke, even after the bounded history has moved past it.
+
 >>> import torch
 >>> from surgeon_widgets.engine.stats import tensor_stats
 >>> history = History(maxlen=2)
@@ -9,18 +13,33 @@
 >>> series = history.layer("fc")["fc/output"]
 >>> series.steps, series.latest.mean
 ([1, 2], 1.0)
+
+``time`` is when a record was taken (the throttle's clock, in seconds); a key's update interval
+is derived from them:
+
+>>> timed = History()
+>>> for step, at in enumerate([0.0, 2.5, 5.0, 8.0]):
+...     timed.add(Record("fc/output", "fc", "output", "activation", step,
+...                      tensor_stats(torch.ones(2)), time=at))
+>>> timed.every("fc/output")
+2.5
 """
 
 from __future__ import annotations
 
+import itertools
+import statistics
 import threading
 from collections import deque
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..engine.series import Series
 from ..engine.stats import TensorStats
 
-__all__ = ["History", "Record", "Series"]
+__all__ = ["INTERVALS", "History", "NonFinite", "Record", "Series"]
+
+INTERVALS = 8  # a key's update interval is the median of its last this many
 
 
 @dataclass(frozen=True)
@@ -28,7 +47,8 @@ class Record:
     """Stats of one tensor leaf (``key`` = ``layer/leaf``) of one layer at one step.
 
     ``step`` is the index of the watched model's forward (shared by every layer and kind);
-    ``training`` is the model's mode in that forward (``None``: not known, e.g. a recorded run).
+    ``training`` is the model's mode in that forward (``None``: not known, e.g. a recorded run);
+    ``time``: when it was taken, in seconds of the throttle's clock (``None``: not known).
     """
 
     key: str
@@ -38,6 +58,17 @@ class Record:
     step: int
     stats: TensorStats
     training: bool | None = True
+    time: float | None = None
+
+
+class NonFinite(NamedTuple):
+    """The first record of ``key`` (of ``layer``) with NaN or Inf values: its step and counts."""
+
+    layer: str
+    key: str
+    step: int
+    nans: int
+    infs: int
 
 
 class History:
@@ -46,13 +77,27 @@ class History:
     def __init__(self, maxlen: int = 256) -> None:
         self.maxlen = maxlen
         self._data: dict[str, deque[Record]] = {}
+        self._nonfinite: dict[str, NonFinite] = {}  # key -> first bad record, in arrival order
         self._lock = threading.Lock()
 
-    def add(self, record: Record) -> None:
+    def add(self, record: Record) -> NonFinite | None:
+        """Keep ``record``; its :class:`NonFinite` when it is the first bad one of its key."""
+        s = record.stats
         with self._lock:
             if record.key not in self._data:
                 self._data[record.key] = deque(maxlen=self.maxlen)
             self._data[record.key].append(record)
+            if (s.nans or s.infs) and record.key not in self._nonfinite:
+                first = NonFinite(record.layer, record.key, record.step, s.nans, s.infs)
+                self._nonfinite[record.key] = first
+                return first
+        return None
+
+    def nonfinite(self) -> list[NonFinite]:
+        """The first NaN / Inf record of each key, oldest first (records come in the order the
+        hooks ran: a forward's layers in order, then its backward's gradients)."""
+        with self._lock:
+            return sorted(self._nonfinite.values(), key=lambda n: n.step)  # stable: arrival
 
     def records(self, key: str) -> list[Record]:
         with self._lock:
@@ -61,6 +106,15 @@ class History:
     def keys(self, layer: str | None = None) -> list[str]:
         with self._lock:
             return [k for k, d in self._data.items() if layer is None or d[0].layer == layer]
+
+    def every(self, key: str) -> float | None:
+        """Median seconds between the last ``INTERVALS`` records of ``key`` (``None``: fewer
+        than two timed records)."""
+        with self._lock:
+            recent = list(self._data.get(key, ()))[-INTERVALS - 1 :]
+        times = [r.time for r in recent if r.time is not None]
+        gaps = [b - a for a, b in itertools.pairwise(times)]
+        return statistics.median(gaps) if gaps else None
 
     def latest(self) -> list[Record]:
         """The newest record of every key."""

@@ -21,6 +21,7 @@ True
 
 from __future__ import annotations
 
+import bisect
 import html
 import threading
 import time
@@ -44,6 +45,7 @@ __all__ = ["RunView"]
 
 HISTORY = 256  # records per key sent to the view (the live Explorer keeps as many)
 WIRE_KIND = {"parameter": "weight"}  # the recorder's kind -> the wire's (PROTOCOL.md "Item")
+NO_PARAMS = "no parameters recorded for this layer (Recorder(params=True) records them)"
 
 
 class RunExplorerView(FrontEnd):
@@ -52,20 +54,27 @@ class RunExplorerView(FrontEnd):
     max_rate = t.Float(0.0).tag(sync=True)
     errors = t.List(t.Dict()).tag(sync=True)  # ErrorEntry dicts, as the live Explorer's
     run = t.Dict().tag(sync=True)  # {layers: recorded}: the front end shows a run (PROTOCOL.md)
+    param_layers = t.List(t.Unicode()).tag(sync=True)  # shown parameters: the view's boxes
+    param_notes = t.Dict().tag(sync=True)  # layer -> why its "parameters" box is off
+    closed = t.Bool(False).tag(sync=True)
 
 
-def records(series: Series, since: int = -1) -> list[Record]:
-    """The :class:`Record`s of ``series`` after step ``since`` (the wire form's input).
+def records(series: Series, since: int = -1, limit: int = HISTORY) -> list[Record]:
+    """The last ``limit`` :class:`Record`s of ``series`` after step ``since`` (the wire form).
 
-    A run does not record the model's train / eval mode: ``training`` is ``None`` (not sent).
+    Only those are built: a recorded series of 10k steps reads 256 histograms, not 10k.
+
+    Where a run does not record the model's train / eval mode, ``training`` is ``None`` (not sent).
     Recorded parameters (kind ``parameter``) go out as the live Explorer's ``weight`` items, so
     the front end orders and colours them the same.
     """
     kind = WIRE_KIND.get(series.kind, series.kind)
+    start = max(bisect.bisect_right(series.steps, since), len(series.steps) - limit)
+    known = len(series.training) == len(series.steps)
+    modes = list(series.training[start:]) if known else [None] * (len(series.steps) - start)
     return [
-        Record(series.key, series.layer, series.leaf, kind, step, stats, training=None)
-        for step, stats in zip(series.steps, series.values)
-        if step > since
+        Record(series.key, series.layer, series.leaf, kind, step, stats, training=mode)
+        for step, stats, mode in zip(series.steps[start:], series.values[start:], modes)
     ]
 
 
@@ -93,9 +102,13 @@ class RunView(ipywidgets.VBox):
             for s in self.run.stats(layer).values():
                 if s.kind == "activation":
                     shapes[layer] = {"shape": list(s.latest.shape), "dtype": s.latest.dtype}
-        self.view = RunExplorerView(rows=self.run.rows, selected=selected or layers, shapes=shapes,
-                                    gradients=bool(self.run.manifest.get("gradients")),
-                                    run={"layers": layers})  # fmt: skip
+        weighed = sorted({k["layer"] for k in self.run.keys if k["kind"] == "parameter"})
+        self.view = RunExplorerView(
+            rows=self.run.rows, selected=selected or layers, shapes=shapes,
+            gradients=bool(self.run.manifest.get("gradients")), run={"layers": layers},
+            param_layers=weighed,
+            param_notes={n: NO_PARAMS for n in layers if n not in weighed},
+        )  # fmt: skip
         self.status_line = ipywidgets.HTML()
         self._errors = ErrorList(lambda entries: setattr(self.view, "errors", entries))
         self._sent: dict[str, int] = {}  # key -> last step sent to the view
@@ -112,8 +125,8 @@ class RunView(ipywidgets.VBox):
 
     @property
     def state(self) -> str:
-        """``running``, ``finished`` or ``failed`` (``unknown`` before the first status)."""
-        return str(self.run.status.get("state"))
+        """``running``, ``finished``, ``failed``, ``stopped`` or ``lost`` (as ``Run.state``)."""
+        return self.run.state
 
     @property
     def last_step(self) -> int | None:
@@ -143,13 +156,18 @@ class RunView(ipywidgets.VBox):
         return new
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Block until the run has finished or failed and everything is read (or ``timeout``)."""
+        """Block until the run is no longer running and everything is read (or ``timeout``)."""
         return self._done.wait(timeout)
 
     def close(self) -> None:
-        """Stop following and close the widgets."""
-        if hasattr(self, "_stop"):  # ipywidgets also closes a RunView whose __init__ raised
+        """Stop following; the view stays as "Run view closed". A second ``close()`` closes
+        the widgets (as ``Explorer.close``)."""
+        if hasattr(self, "_stop") and not self.view.closed:
             self._stop.set()
+            self.view.closed = True
+            self._show_status()
+            return
+        if hasattr(self, "_stop"):  # ipywidgets also closes a RunView whose __init__ raised
             self.view.close()
             self.status_line.close()
         super().close()
@@ -159,7 +177,8 @@ class RunView(ipywidgets.VBox):
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict | tuple | None:
         bundle = super()._repr_mimebundle_(**kwargs)
-        layers = {n: self.stats(n) for n in self.view.selected if n in self.run.layers}
+        layers = {n: {k: s.tail(HISTORY) for k, s in self.stats(n).items()}
+                  for n in self.view.selected if n in self.run.layers}  # as much as the view shows
         return with_png(bundle, static_png(layers, title=f"recorded run {self.run.path.name}"))
 
     # -- following --------------------------------------------------------------------------
@@ -171,7 +190,7 @@ class RunView(ipywidgets.VBox):
                 self.refresh()
             except Exception as error:  # shown in the view (repeats counted); keep following
                 self._errors.add(f"reading the run: {error}", error=error)
-            if state in ("finished", "failed"):
+            if state != "running":
                 self._done.set()
                 return
             self._stop.wait(self.poll)
@@ -195,22 +214,28 @@ class RunView(ipywidgets.VBox):
         if isinstance(content, dict) and content.get("type") == "clear_errors":
             self._errors.clear()  # the error list's Clear button (PROTOCOL.md)
         if isinstance(content, dict) and content.get("type") == "hello":
-            history = {s.key: records(s)[-HISTORY:] for s in self._series()}
+            history = {s.key: records(s) for s in self._series()}
             latest = fit_budget([recs[-1] for recs in history.values() if recs])
             self.view.send(*snapshot_message(latest, history))
 
     def _show_status(self) -> None:
         status = self.run.status
-        state = str(status.get("state"))
+        state = self.run.state
         # finished reads in the theme's own text colour (light and dark)
-        colour = {"running": "#1a7f37", "failed": "#cf222e"}.get(
+        colour = {"running": "#1a7f37", "failed": "#cf222e", "lost": "#cf222e"}.get(
             state, "var(--jp-ui-font-color1, inherit)" if state == "finished" else "#9a6700"
         )
+        # the steps as read_run reads them, not status.json's counter (which runs one ahead)
+        last, count = self.last_step, len(self.run.steps)
         text = (f"<b style='color:{colour}'>{html.escape(state)}</b> · last recorded step "
-                f"{self.last_step if self.last_step is not None else '-'} · step "
-                f"{status.get('step', '-')} · {len(self.run.layers)} layers · "
-                f"{self.run.world_size} rank(s) · <code>{html.escape(str(self.run.path))}</code>"
+                f"{last if last is not None else '-'} · {count} recorded step{'s' * (count != 1)}"
+                f" · {len(self.run.layers)} layers · {self.run.world_size} rank(s) · "
+                f"<code>{html.escape(str(self.run.path))}</code>"
         )  # fmt: skip
+        if state == "stopped" and status.get("signal"):
+            text += f" · stopped by {html.escape(str(status['signal']))}"
+        if self.view.closed:
+            text = f"closed, no longer followed · {text}"
         if status.get("error"):
             text += f"<br><span style='color:#cf222e'>{html.escape(str(status['error']))}</span>"
         age = time.time() - float(status.get("updated") or time.time())

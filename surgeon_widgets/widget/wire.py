@@ -45,10 +45,17 @@ def _num(value: float | None) -> float | None:
     return value if value is not None and math.isfinite(value) else None
 
 
-def item(record: Record, buffer: int) -> dict:
-    """The JSON part of one :class:`Record`; its histogram is ``buffers[buffer]``."""
+def item(record: Record, buffer: int, every: float | None = None) -> dict:
+    """The JSON part of one :class:`Record`; its histogram is ``buffers[buffer]``.
+
+    ``every``: the key's update interval in seconds (:meth:`History.every`), when known;
+    ``sampled``: how many values the histogram binned, when it sampled the tensor.
+    """
     s = record.stats
     mode = {} if record.training is None else {"training": record.training}
+    extra = {"sampled": s.sampled} if s.sampled else {}
+    if every is not None:
+        extra["every"] = every
     return {
         "key": record.key,
         "layer": record.layer,
@@ -70,19 +77,20 @@ def item(record: Record, buffer: int) -> dict:
         "hist": {"buffer": buffer, "dtype": "float32", "shape": [len(s.hist)]},
         "lo": _num(s.lo) or 0.0,
         "hi": _num(s.hi) or 0.0,
+        **extra,  # absent when exact / not known
     }
 
 
 def payload_size(record: Record) -> int:
-    """Bytes one record costs on the wire (JSON item + histogram buffer)."""
-    return len(json.dumps(item(record, 0))) + record.stats.hist.nbytes
+    """Bytes one record costs on the wire (JSON item + histogram buffer), ``every`` included."""
+    return len(json.dumps(item(record, 0, 1e300))) + record.stats.hist.nbytes
 
 
 def _bound(record: Record) -> int:
-    # an upper bound of payload_size without encoding: 15 numbers of <= 24 characters,
-    # ~250 characters of field names and punctuation, the names, the shape, the histogram
+    # an upper bound of payload_size without encoding: 17 numbers of <= 24 characters,
+    # ~290 characters of field names and punctuation, the names, the shape, the histogram
     names = len(record.key) + len(record.layer) + len(record.leaf) + len(record.stats.dtype)
-    return 15 * 24 + 260 + names + 22 * len(record.stats.shape) + record.stats.hist.nbytes
+    return 17 * 24 + 290 + names + 22 * len(record.stats.shape) + record.stats.hist.nbytes
 
 
 def fit_budget(records: Iterable[Record], budget: int = BUDGET) -> list[Record]:
@@ -100,24 +108,32 @@ def fit_budget(records: Iterable[Record], budget: int = BUDGET) -> list[Record]:
     return kept
 
 
-def _encode(records: Iterable[Record], buffers: list[bytes]) -> list[dict]:
+def _encode(
+    records: Iterable[Record], buffers: list[bytes], timed: History | None = None
+) -> list[dict]:
     items = []
     for record in records:
-        items.append(item(record, len(buffers)))
+        every = timed.every(record.key) if timed is not None else None
+        items.append(item(record, len(buffers), every))
         buffers.append(record.stats.hist.tobytes())
     return items
 
 
-def stats_message(records: Iterable[Record]) -> Message:
-    """``{type: "stats", items}`` and its buffers, for one update."""
+def stats_message(records: Iterable[Record], timed: History | None = None) -> Message:
+    """``{type: "stats", items}`` and its buffers, for one update; with ``timed`` (the history
+    the records were added to) each item says how often its key updates (``every``)."""
     buffers: list[bytes] = []
-    return {"type": "stats", "items": _encode(records, buffers)}, buffers
+    return {"type": "stats", "items": _encode(records, buffers, timed)}, buffers
 
 
-def snapshot_message(latest: Iterable[Record], history: Mapping[str, Iterable[Record]]) -> Message:
+def snapshot_message(
+    latest: Iterable[Record],
+    history: Mapping[str, Iterable[Record]],
+    timed: History | None = None,
+) -> Message:
     """``{type: "snapshot", items, history}`` and buffers: the answer to a view's ``hello``."""
     buffers: list[bytes] = []
-    items = _encode(latest, buffers)
+    items = _encode(latest, buffers, timed)
     past = {key: _encode(recs, buffers) for key, recs in history.items()}
     return {"type": "snapshot", "items": items, "history": past}, buffers
 
@@ -130,7 +146,7 @@ def insert_result(ok: bool, message: str) -> Message:
 def history_snapshot(history: History) -> Message:
     """The ``snapshot`` of everything ``history`` holds (the latest within ``BUDGET``)."""
     past = {key: history.records(key) for key in history.keys()}  # noqa: SIM118 (a method)
-    return snapshot_message(fit_budget(history.latest()), past)
+    return snapshot_message(fit_budget(history.latest()), past, history)
 
 
 def attention_message(

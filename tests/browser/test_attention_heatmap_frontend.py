@@ -282,3 +282,24 @@ def test_title_says_train_or_eval_when_maps_carry_the_mode(att):
         items = [{**i, "training": training} for i in small_items({"mean": [0] * 16})]
         att.evaluate("(items) => window.attention.inject(items)", items)
         assert att.locator(title).inner_text().endswith(f"· step 3 · {word}")
+
+
+GRID_LABELS = """() => [...document.querySelectorAll('.sw-att-grid-layer')].map((el) => {
+    const box = el.getBoundingClientRect();
+    const cut = el.scrollWidth > el.clientWidth + 0.5 || el.scrollHeight > el.clientHeight + 0.5;
+    return [el.textContent, el.title, cut, box.width > 0];
+})"""
+
+
+def test_grid_row_labels_are_never_cut(att):
+    layers = [f"model.encoder.layers.{i}.attention.self_attention_block.inner" for i in (0, 11)]
+    assert att.evaluate("() => window.attention.unmount()") == 0
+    att.evaluate("(s) => window.attention.mount(s)", layers)
+    for layer in layers:
+        items = [{**it, "layer": layer} for it in small_items({"mean": [9] * 16, 0: [99] * 16})]
+        att.evaluate("(items) => window.attention.inject(items)", items)
+    labels = att.evaluate(GRID_LABELS)
+    assert labels == [
+        [f"{i}.attention.self_attention_block.inner", layer, False, True]
+        for i, layer in zip((0, 11), layers)
+    ]  # the shared prefix dropped, the rest whole (wrapped), the full name on hover

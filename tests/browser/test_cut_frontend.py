@@ -110,3 +110,47 @@ def exercise(page) -> int:
     assert page.evaluate("() => window.harness.unmount()") is True
     assert page.evaluate("() => window.harness.model().listenerCount()") == 0
     return page.evaluate("() => window.harness.liveListeners()")
+
+
+IN, OUT = "encoder.layer.1.attention.output.LayerNorm", "encoder.layer.1.output.LayerNorm"
+CUT_CODE = f"from surgeon_widgets import Extract\n\ncut_model = Extract(model, node_in={IN!r})"
+BOTH = CUT_CODE.replace("Extract\n", "Extract, Inspect\n") + "\ninspected = Inspect(model, ['a'])"
+RIGHT_EDGE = "(s) => document.querySelector(s).getBoundingClientRect().right"
+
+
+def test_long_marks_keep_their_remove_buttons_and_insert_puts_in_the_cut_alone(harness):
+    page = harness
+    rows = [row("input_ids", "node"), row(IN, "node"), row(OUT, "node"), row("a")]
+    page.evaluate("(s) => window.harness.mount(s)", {
+        "rows": rows, "show_nodes": True, "node_in": {IN: IN}, "node_out": {OUT: OUT},
+    })  # fmt: skip
+    report = {**LEAKY, "node_in": [IN], "node_out": [OUT], "inputs": ["input_ids", "h"],
+              "leaks": {"input_ids": ["embeddings"]}, "code": CUT_CODE}  # fmt: skip
+    page.evaluate(
+        "([r, c]) => { const m = window.harness.model(); m.set('cut_report', r); "
+        "m.set('code', c); }",
+        [report, BOTH],
+    )
+    assert page.inner_text(".sw-cut-valid") == "✓ valid, also reads original input input_ids"
+    colors = page.evaluate("""() => ['.sw-cut-leak', '.sw-cut-problems'].map(
+        (s) => getComputedStyle(document.querySelector(s)).color)""")
+    assert colors[0] != colors[1]  # the leak line is not in the error colour
+    for side, name in (("input", IN), ("output", OUT)):
+        unmark = f'[aria-label="Unmark {side} {name}"]'
+        assert page.evaluate(RIGHT_EDGE, unmark) <= page.evaluate(RIGHT_EDGE, ".sw-left")
+
+    page.click(".sw-insert")  # no JupyterLab here: the kernel is asked, with the cut alone
+    sent = page.evaluate("() => window.harness.model().sent")
+    assert {"type": "insert_cell", "code": CUT_CODE} in sent
+    assert page.inner_text(".sw-cut-status") == "Inserting through the kernel…"
+    page.evaluate(
+        "(m) => window.harness.model().emit('msg:custom', m, [])",
+        {"type": "insert_result", "ok": True, "message": "asked JupyterLab for a cell"},
+    )
+    assert page.inner_text(".sw-cut-status") == "asked JupyterLab for a cell"
+    page.click('[aria-label="Unmark output ' + OUT + '"]')  # a real click reaches the button
+    assert state(page, "node_out") == {}
+    page.evaluate("(c) => window.harness.model().set('code', c)", CUT_CODE + "\n")  # new code
+    assert page.inner_text(".sw-cut-status") == ""  # the last insert's message is gone
+    page.click('[aria-label="Unmark input ' + IN + '"]')
+    assert state(page, "node_in") == {}

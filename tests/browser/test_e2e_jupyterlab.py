@@ -84,3 +84,44 @@ def test_select_layer2_then_forward_draws_its_histogram(browser, jupyter_app):
         page.keyboard.press("d")
         if page.evaluate(CELL_COUNT) != cells:
             raise ShortcutLeak(f"{page.evaluate(CELL_COUNT)} cells, expected {cells}")
+
+
+BREAKS = """\
+import torch
+from torch import nn
+from surgeon_widgets import Explorer
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 16), nn.Linear(16, 1))
+ex = Explorer(model, selected=["3", "2", "0"], max_rate=0)
+ex"""
+
+BREAK = """\
+for step in range(4):
+    if step == 2:
+        with torch.no_grad():
+            model[2].weight.fill_(float("nan"))
+    model(torch.randn(4, 8))
+print("broken", ex.nonfinite[0])"""
+
+
+def test_nonfinite_values_are_named_marked_and_said(browser, jupyterlab, tmp_path):
+    cells = [BREAKS, BREAK]
+    with notebook_page(browser, jupyterlab, "lab", "nonfinite_e2e.ipynb", cells) as (page, errors):
+        page.evaluate(RUN_CELL, 0)
+        page.locator('[data-layer="2"]').wait_for(timeout=90_000)  # kernel start + torch
+        page.wait_for_function(HOOKS_LISTED, arg="2", timeout=20_000)
+        page.evaluate(RUN_CELL, 1)
+        page.locator(".jp-OutputArea-output", has_text="broken").wait_for(timeout=30_000)
+        line = page.locator(".sw-nonfinite-line")
+        line.wait_for(state="visible", timeout=20_000)
+        text = line.inner_text()
+        assert text.startswith("Non-finite values first in 2 at step 2: 2/output had 64 NaN"), text
+        assert page.locator('[data-name="2"] .sw-nonfinite-mark').inner_text() == "NaN"
+        assert page.locator('[data-name="0"] .sw-nonfinite-mark').count() == 0
+        empty = page.locator('[data-layer="2"] .sw-hist-empty')
+        empty.wait_for(state="visible", timeout=10_000)
+        assert empty.inner_text() == "all values NaN"
+        assert not page.locator('[data-layer="0"] .sw-hist-empty').is_visible()
+        page.screenshot(path=str(tmp_path / "nonfinite_lab.png"), full_page=True)
+        assert errors == [], errors

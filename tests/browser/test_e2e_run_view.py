@@ -27,6 +27,10 @@ view = Explorer.from_run(folder, poll=0.2)
 assert view.wait(20)
 view"""
 
+CLOSE = """\
+view.close()
+print("closed", view.view.closed)"""
+
 FOLLOW = """\
 import os, subprocess, sys, tempfile, time
 from pathlib import Path
@@ -50,13 +54,13 @@ STEP_OF = """() => {
 def test_from_run_shows_tree_status_and_histograms(browser, jupyterlab, tmp_path):
     print("screenshots:", tmp_path)
     opened = notebook_page(
-        browser, jupyterlab, "lab", "run_view_e2e.ipynb", [RECORD], viewport=(1400, 900)
+        browser, jupyterlab, "lab", "run_view_e2e.ipynb", [RECORD, CLOSE], viewport=(1400, 900)
     )
     with opened as (page, errors):
         page.evaluate(RUN_CELL, 0)
         page.locator(".sw-run-status", has_text="finished").wait_for(timeout=90_000)
         status = page.locator(".sw-run-status").inner_text()
-        assert "last recorded step 11" in status and "1 rank(s)" in status, status
+        assert "last recorded step 11 · 12 recorded steps" in status and "1 rank(s)" in status
         assert page.locator('[role="treeitem"][data-name="2"]').count() == 1
         # a run, not a live capture: no live-only controls; the unrecorded ReLU says so
         for live_only in (".sw-gradients", ".sw-rate", ".sw-remove-hooks", "section.sw-cut",
@@ -80,6 +84,11 @@ def test_from_run_shows_tree_status_and_histograms(browser, jupyterlab, tmp_path
         page.screenshot(path=str(tmp_path / "run_view_dark.png"), full_page=True)
         page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', "
                       "{theme: 'JupyterLab Light'})")  # fmt: skip
+        page.evaluate(RUN_CELL, 1)  # close(): the view leaves a placeholder, the status says so
+        page.locator(".sw-closed", has_text="Run view closed").wait_for(timeout=20_000)
+        # the status line is another widget: its update may come after the placeholder
+        page.locator(".sw-run-status", has_text="closed, no longer followed").wait_for()
+        assert page.locator('[role="treeitem"]').count() == 0
         assert errors == [], errors
 
 

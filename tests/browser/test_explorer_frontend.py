@@ -10,6 +10,8 @@ import math
 import os
 import time
 
+from surgeon_widgets.widget.runtime.ownership import REPLACED
+
 
 def row(name, parent, depth, cls, kind="module", params=1, children=0):
     """One row dict of PROTOCOL.md."""
@@ -219,6 +221,21 @@ def test_histogram_drawn_from_binary_payload(harness):
     assert "step 3" in page.inner_text('[data-layer="layer2"] .sw-leaf-title')
 
 
+def test_update_interval_and_sampled_histogram_are_shown(harness):
+    page = harness
+    mount(page, rows=ROWS, selected=["layer2"])
+    inject = "([c, a]) => window.harness.inject(c, a)"
+    counts = [{"dtype": "float32", "values": COUNTS}]
+    page.evaluate(inject, [{"type": "stats", "items": [item(step=1)]}, counts])
+    title, sampled = '[data-layer="layer2"] .sw-leaf-title', '[data-layer="layer2"] .sw-sampled'
+    assert page.inner_text(title) == "output · activation · step 1"  # no interval known yet
+    assert not page.is_visible(sampled)  # an exact histogram says nothing
+    later = item(step=9) | {"every": 2.6, "sampled": 65536}
+    page.evaluate(inject, [{"type": "stats", "items": [later]}, counts])
+    assert page.inner_text(title) == "output · activation · step 9 · every 2.6 s"
+    assert page.inner_text(sampled) == "histogram of 65,536 samples"
+
+
 def test_theme_switch_changes_background_and_redraws(harness):
     page = harness
     mount(page, selected=["layer2"])
@@ -348,14 +365,13 @@ def test_clicks_note_shows_only_where_clicks_wait_for_the_cell(harness):
     assert not note.is_visible()
 
 
-def test_error_list_clear_button_replaced_notice_and_mode(harness, tmp_path):
+def test_error_list_clear_button_and_mode(harness, tmp_path):
     page = harness
     entry = {"text": "layer2: the activation statistics failed (RuntimeError: boom); the model "
              "ran on unharmed. Deselect layer2 to stop retrying, or report it with the detail.",
              "layer": "layer2", "count": 7, "detail": "RuntimeError: boom\n  torch detail",
              "key": "k"}  # fmt: skip
-    replaced = "Replaced by a newer Explorer on this model: this one removed its hooks."
-    mount(page, rows=ROWS, selected=["layer2"], errors=[entry], notes=[], replaced=replaced)
+    mount(page, rows=ROWS, selected=["layer2"], errors=[entry], notes=[])
     page.evaluate(
         "([c, a]) => window.harness.inject(c, a)",
         [{"type": "stats", "items": [{**item(step=4), "training": False}]},
@@ -364,9 +380,7 @@ def test_error_list_clear_button_replaced_notice_and_mode(harness, tmp_path):
     errors = page.locator(".sw-errors li")
     assert errors.count() == 1 and "×7" in errors.inner_text()
     assert "Deselect layer2" in errors.inner_text()
-    assert page.locator(".sw-replaced").is_visible()
-    assert "Replaced by a newer Explorer" in page.inner_text(".sw-replaced")
-    assert page.get_by_role("button", name="Remove all hooks").is_disabled()
+    assert page.locator(".sw-replaced").is_hidden()
     assert "step 4 · eval" in page.inner_text(".sw-leaf-title")
     page.locator(".sw-explorer").screenshot(path=str(tmp_path / "errors-light.png"))
     page.evaluate("() => document.body.setAttribute('data-jp-theme-light', 'false')")
@@ -485,8 +499,9 @@ def test_histogram_axes_log_counts_history_steps_modes_and_curves(harness):
     # the zero line: x = 1/3 of the width for [-1, 2], where the bins are empty
     assert page.evaluate(PIXEL, [hist, 85, 0])[3] > 0
     assert page.evaluate(PIXEL, [f"Histogram of {head} output", 85, 0])[3] == 0
-    assert page.inner_text(f"{panel} .sw-step-first") == "step 1"
-    assert page.inner_text(f"{panel} .sw-step-last") == "step 5"
+    assert page.inner_text(f"{panel} .sw-step-first") == "1"
+    assert page.inner_text(f"{panel} .sw-step-title") == "step"
+    assert page.inner_text(f"{panel} .sw-step-last") == "5"
     # train/eval mark: shown where records carry `training`, one row per step (40 px / 5)
     assert page.is_visible(f"{panel} .sw-modes")
     assert not page.is_visible(f'[data-layer="{head}"] .sw-modes')
@@ -498,8 +513,10 @@ def test_histogram_axes_log_counts_history_steps_modes_and_curves(harness):
     curves = f"{panel} .sw-curves"
     assert page.get_attribute(curves, "data-bad-steps") == "3"
     captions = page.locator(f"{curves} figcaption").all_inner_texts()
-    assert captions == ["mean 0.5", "std 1", "L2 norm 5"]
-    assert page.inner_text(f'{curves} [data-stat="l2"] .sw-curve-range') == "1 … 5"
+    assert [" ".join(c.split()) for c in captions] == ["mean 0.5", "std 1", "L2 norm 5"]
+    assert (
+        " ".join(page.inner_text(f'{curves} [data-stat="l2"] .sw-curve-range').split()) == "1 … 5"
+    )
     red = page.evaluate(PIXEL, [f"mean of {mlp} output over steps", 44, 1])  # step 3
     assert red[0] > 150 and red[1] < 100 and red[3] == 255
     assert page.evaluate(PIXEL, [f"mean of {mlp} output over steps", 21, 1])[3] == 0
@@ -514,6 +531,9 @@ def test_closed_explorer_leaves_a_placeholder(harness):
     assert page.inner_text(".sw-closed") == "Explorer closed"
     assert page.evaluate("() => window.harness.unmount()") is True
     assert page.locator(".sw-closed").count() == 0
+    mount(page, rows=ROWS, selected=["head"], run={"layers": ["head"]})  # RunView.close()
+    page.evaluate("() => window.harness.model().set('closed', true)")
+    assert page.inner_text(".sw-closed") == "Run view closed"
 
 
 def test_parameters_switch_sets_param_layers_and_weights_get_their_panel_blocks(harness):
@@ -541,3 +561,217 @@ def test_parameters_switch_sets_param_layers_and_weights_get_their_panel_blocks(
         for leaf in ("output", "weight", "weight.grad")
     }
     assert len(set(map(str, colors.values()))) == 3
+
+
+def inject(page, items):
+    page.evaluate(
+        "([c, a]) => window.harness.inject(c, a)",
+        [{"type": "stats", "items": items}, [{"dtype": "float32", "values": [0.0] * 64}]],
+    )
+
+
+def test_nonfinite_line_tree_mark_and_all_nan_histogram(harness, tmp_path):
+    page = harness
+    mlp, head = "encoder.layers.0.mlp", "head"
+    mount(page, rows=ROWS, selected=[mlp, head])
+    page.click('[data-name="encoder.layers.0"] .sw-twisty')  # mlp's row in view
+    assert not visible(page, ".sw-nonfinite-line")
+    assert page.locator(".sw-nonfinite-mark").count() == 0
+    nan = {"mean": None, "std": None, "min": None, "max": None, "nans": 2, "lo": 0.0, "hi": 0.0}
+    inject(page, [item(step=7, layer=mlp) | nan, item(step=7, layer=head) | {"infs": 1}])
+    # Python's Explorer.nonfinite: the first bad record of each key, oldest first
+    page.evaluate("""() => window.harness.model().set('nonfinite', [
+        ['encoder.layers.0.mlp', 'encoder.layers.0.mlp/output', 7, 2, 0],
+        ['head', 'head/output', 7, 0, 1]])""")
+    line = page.inner_text(".sw-nonfinite-line")
+    assert line == (
+        "Non-finite values first in encoder.layers.0.mlp at step 7: "
+        "encoder.layers.0.mlp/output had 2 NaN (then 1 more key)"
+    )
+    mark = page.locator(f'[data-name="{mlp}"] .sw-nonfinite-mark')
+    assert mark.inner_text() == "NaN" and "first at step 7" in mark.get_attribute("title")
+    assert page.locator('[data-name="head"] .sw-nonfinite-mark').inner_text() == "Inf"
+    assert "non-finite from step 7" in page.get_attribute(f'[data-name="{mlp}"]', "aria-label")
+    assert page.locator('[data-name="encoder"] .sw-nonfinite-mark').count() == 0
+    # the all-NaN record says so; its range is empty, not "0 ... 0"
+    panel = f'[data-layer="{mlp}"]'
+    assert page.inner_text(f"{panel} .sw-hist-empty") == "all values NaN"
+    assert page.inner_text(f"{panel} .sw-lo") == "" and page.inner_text(f"{panel} .sw-hi") == ""
+    assert not visible(page, f'[data-layer="{head}"] .sw-hist-empty')  # some values finite
+    assert page.inner_text(f'[data-layer="{head}"] .sw-lo') == "-1"
+    page.screenshot(path=str(tmp_path / "nonfinite_light.png"), full_page=True)
+    page.evaluate("() => document.body.setAttribute('data-jp-theme-light', 'false')")
+    page.screenshot(path=str(tmp_path / "nonfinite_dark.png"), full_page=True)
+    page.evaluate("() => window.harness.model().set('nonfinite', [])")  # a new Explorer's
+    assert not visible(page, ".sw-nonfinite-line")
+    assert page.locator(".sw-nonfinite-mark").count() == 0
+
+
+def test_parameter_boxes_notes_hidden_weights_meta_reason_and_unmeasured_curves(harness, tmp_path):
+    page = harness
+    mlp, block = "encoder.layers.0.mlp", "encoder.layers.0"
+    where = "weights are deeper, in 'encoder.layers.0.attn': tick 'parameters' there"
+    mount(page, rows=ROWS, selected=[block, mlp], param_layers=[mlp],
+          param_notes={block: where})  # fmt: skip
+    box = page.locator(f'[data-layer="{block}"] input.sw-params')
+    assert box.is_disabled() and not box.is_checked()
+    assert page.inner_text(f'[data-layer="{block}"] .sw-param-note') == where
+    assert page.locator(f'[data-layer="{mlp}"] input.sw-params').is_enabled()
+    assert not visible(page, f'[data-layer="{mlp}"] .sw-param-note')
+    weight = item(leaf="weight", kind="weight", layer=mlp) | {"key": f"{mlp}/weight"}
+    inject(page, [item(layer=mlp) | {"l2": 3.0}, weight])  # the weight item has no L2
+    blocks = f'[data-layer="{mlp}"] .sw-leaf'
+    assert page.locator(blocks).count() == 2 and page.locator(blocks).nth(1).is_visible()
+    page.locator(f'[data-layer="{mlp}"] input.sw-params').uncheck()  # Python stops sending
+    assert model(page, "param_layers") == []
+    assert not page.locator(blocks).nth(1).is_visible()  # the old weights are not shown
+    assert page.locator(blocks).nth(0).is_visible()
+    page.locator(f'[data-layer="{mlp}"] input.sw-params').check()
+    weights = page.locator(blocks).nth(1)
+    assert weights.is_visible()
+    # a statistic never measured shows no chart; one measured keeps it
+    assert not weights.locator('[data-stat="l2"]').is_visible()
+    assert weights.locator('[data-stat="mean"]').is_visible()
+    assert page.locator(blocks).nth(0).locator('[data-stat="l2"]').is_visible()
+    # a meta forward: the panel says why nothing will come instead of waiting
+    waiting = f'[data-layer="{block}"] .sw-waiting'
+    assert page.inner_text(waiting).startswith("Waiting for a forward pass")
+    reason = f"{block} ran on the meta device: meta tensors have no values"
+    page.evaluate("(r) => window.harness.model().set('no_values', {'encoder.layers.0': r})", reason)
+    assert page.inner_text(waiting) == reason
+    page.screenshot(path=str(tmp_path / "parameters_light.png"), full_page=True)
+
+
+COLUMN_INK = """([label, x]) => {
+    const c = document.querySelector(`canvas[aria-label="${label}"]`);
+    const data = c.getContext('2d').getImageData(x, 0, 1, c.height).data;
+    let n = 0;
+    for (let y = 0; y < c.height; y++) n += data[y * 4 + 3] > 0;
+    return n;
+}"""
+
+
+def test_a_pinned_step_is_outlined_over_the_latest_histogram(harness):
+    page = harness
+    mount(page, rows=ROWS, selected=["head"])
+    left = [float(32 - i) for i in range(32)] + [0.0] * 32  # step 1: mass on the left half
+    for step, counts in [(1, left), (2, COUNTS), (3, COUNTS), (4, COUNTS), (5, COUNTS)]:
+        page.evaluate(
+            "([c, a]) => window.harness.inject(c, a)",
+            [{"type": "stats", "items": [item(step=step, layer="head")]},
+             [{"dtype": "float32", "values": counts}]],
+        )  # fmt: skip
+    hist, heat = "Histogram of head output", "History of head output"
+    legend = '[data-layer="head"] .sw-pin'
+    assert not page.is_visible(legend)
+    assert page.evaluate(COLUMN_INK, [hist, 20]) == 0  # the latest step has no value there
+    page.locator(f'canvas[aria-label="{heat}"]').click(position={"x": 100, "y": 4})  # step 1
+    assert page.is_visible(legend)
+    text = page.inner_text(legend)
+    assert "step 5: bars" in text and "step 1: outline" in text
+    assert page.evaluate(COLUMN_INK, [hist, 20]) > 0  # the outline of step 1 is drawn
+    assert page.evaluate(PIXEL, [heat, 255, 3])[3] > 128  # the pinned row is framed
+    page.keyboard.press("Escape")
+    assert not page.is_visible(legend) and page.evaluate(COLUMN_INK, [hist, 20]) == 0
+    assert page.evaluate(PIXEL, [heat, 255, 3])[3] == 0  # step 1 has no value on the right
+    page.locator(f'canvas[aria-label="{heat}"]').click(position={"x": 100, "y": 12})  # step 2
+    assert "step 2: outline" in page.inner_text(legend)
+    page.locator(f'canvas[aria-label="{heat}"]').click(position={"x": 100, "y": 12})
+    assert not page.is_visible(legend)  # a second click unpins
+
+
+def test_a_replaced_view_is_read_only_and_says_so(harness):
+    page = harness
+    mount(page, rows=ROWS, selected=["head"], show_nodes=True, node_in={}, node_out={},
+          param_layers=[])  # fmt: skip
+    assert page.locator(".sw-read-only-note").is_hidden()
+    assert page.locator(".sw-gradients").is_enabled()
+    page.evaluate("(r) => window.harness.model().set('replaced', r)", REPLACED)  # Python's claim
+    note = page.locator(".sw-read-only-note")
+    assert note.is_visible() and note.inner_text() == f"Read-only. {REPLACED}"
+    waiting = page.inner_text('[data-layer="head"] .sw-waiting')
+    assert waiting == "Nothing recorded for head: this Explorer is read-only."
+    saved = page.evaluate("() => window.harness.model().saved")
+    page.click('[data-name="encoder"]')  # a real click on a row: no selection
+    page.click('[data-name="relu"] .sw-name')
+    page.keyboard.press("o")  # nor a cut mark from the keyboard
+    page.keyboard.press("Enter")
+    for control in (".sw-gradients", '[data-layer="head"] input.sw-params', ".sw-rate",
+                    '[data-name="relu"] .sw-mark-in', ".sw-remove-hooks"):  # fmt: skip
+        assert page.locator(control).is_disabled(), control
+    page.locator(".sw-gradients").click(force=True)
+    page.locator('[data-name="relu"] .sw-mark-in').click(force=True)
+    assert model(page, "selected") == ["head"] and model(page, "gradients") is False
+    assert model(page, "node_in") == {} and model(page, "node_out") == {}
+    assert model(page, "param_layers") == []
+    assert sent(page) == [{"type": "hello"}]  # no button message either
+    assert page.evaluate("() => window.harness.model().saved") == saved
+
+
+CUT_OFF = """(panel) => [...document.querySelectorAll(`${panel} :is(.sw-curve-last, .sw-curve-lo,
+    .sw-curve-hi, .sw-lo, .sw-hi, .sw-step-first, .sw-step-last, .sw-count-max, .sw-stat)`)]
+    .filter((el) => el.textContent).filter((el) => {
+        const box = el.parentElement.getBoundingClientRect();
+        const rects = [...el.getClientRects()];
+        const inside = rects.every((r) => r.left >= box.left - 0.5 && r.right <= box.right + 0.5);
+        return rects.length !== 1 || !inside;  // wrapped over two lines, or past its box
+    }).map((el) => el.className + ' ' + el.textContent)"""
+
+
+def test_numbers_show_whole_with_the_full_value_on_hover(harness):
+    page = harness
+    mount(page, rows=ROWS, selected=["head"])
+    values = {"mean": -3.1749e-5, "std": 1.23456e-9, "l2": 7.4512e-8, "min": -0.0021937,
+              "max": 123456.7, "lo": 0.123401, "hi": 0.123449}  # fmt: skip
+    for step, scale in ((2157, 1.0), (2429, 1.01)):
+        it = item(step=step, layer="head") | {k: v * scale for k, v in values.items()}
+        page.evaluate(
+            "([c, a]) => window.harness.inject(c, a)",
+            [{"type": "stats", "items": [it]}, [{"dtype": "float32", "values": COUNTS}]],
+        )
+    panel = '[data-layer="head"]'
+    assert page.evaluate(CUT_OFF, panel) == []
+    captions = page.locator(f"{panel} figcaption").all_inner_texts()
+    assert [" ".join(c.split()) for c in captions] == [
+        "mean -3.21e-5", "std 1.25e-9", "L2 norm 7.53e-8"]  # fmt: skip
+    last_l2 = page.locator(f'{panel} [data-stat="l2"] .sw-curve-last')
+    assert float(last_l2.get_attribute("title")) == 7.4512e-8 * 1.01
+    assert page.inner_text(f"{panel} .sw-step-first") == "2157"
+    assert page.inner_text(f"{panel} .sw-step-last") == "2429"
+    # the value range keeps the digits that tell its ends apart, the full values on hover
+    lo, hi = page.inner_text(f"{panel} .sw-lo"), page.inner_text(f"{panel} .sw-hi")
+    assert (lo, hi) == ("0.1246", "0.1247")  # 3 digits would read 0.125 twice
+    assert float(page.get_attribute(f"{panel} .sw-lo", "title")) == 0.123401 * 1.01
+    stats = page.locator(f"{panel} .sw-stats .sw-stat")
+    assert stats.nth(0).inner_text() == "-3.21e-5"
+    assert float(stats.nth(0).get_attribute("title")) == -3.1749e-5 * 1.01
+    assert stats.nth(3).inner_text() == "1.25e5"
+
+
+PANELS_STYLE = """() => { const s = getComputedStyle(document.querySelector('.sw-panels'));
+    return [s.maxHeight, s.resize]; }"""
+
+
+def test_panels_take_the_window_height_and_resize_and_the_tree_shows_the_latest_shape(harness):
+    page = harness
+    latest = {
+        "shape": [8, 11],
+        "dtype": "float32",
+        "example": {"shape": [1, 11], "dtype": "float32"},
+    }
+    mount(page, rows=ROWS, selected=["head", "encoder.layers.0.mlp"], shapes={"head": latest})
+    assert page.evaluate(PANELS_STYLE) == ["640px", "vertical"]  # an 800 px window
+    page.set_viewport_size({"width": 1000, "height": 1400})
+    assert page.evaluate(PANELS_STYLE) == ["1240px", "vertical"]
+    # the user drags the box's corner down: it grows
+    box = page.locator(".sw-panels").bounding_box()
+    page.mouse.move(box["x"] + box["width"] - 3, box["y"] + box["height"] - 3)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] - 3, box["y"] + box["height"] + 200, steps=5)
+    page.mouse.up()
+    assert page.locator(".sw-panels").bounding_box()["height"] > box["height"] + 150
+    shape = page.locator('[data-name="head"] .sw-shape')
+    assert shape.inner_text() == "[8, 11] float32"
+    assert shape.get_attribute("title") == (
+        "latest output [8, 11] float32; on the example inputs [1, 11] float32"
+    )

@@ -6,7 +6,7 @@ import pytest
 import torch
 from support.models import Repeated, SomeModelFn
 
-from surgeon_widgets import UnknownNameError, get_nodes
+from surgeon_widgets import Extract, UnknownNameError, get_nodes
 from surgeon_widgets.engine.naming import Namer, base_name, closest, normalize_spec
 from surgeon_widgets.engine.tracing import _export_trace
 
@@ -70,3 +70,23 @@ def test_normalize_spec_rejects_non_names(spec):
 def test_normalize_spec_rejects_empty():
     with pytest.raises(ValueError, match="empty"):
         normalize_spec([], "layer")
+
+
+def test_surgeon_pytorchs_input_1_names_a_sequentials_input():
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU(), torch.nn.Linear(3, 2))
+    assert get_nodes(model)[0] == "input"  # fx renames it input_1 (a builtin's name)
+    x = torch.randn(5, 4)
+    for name in ("input", "input_1"):
+        cut = Extract(model, node_in=name, node_out="1")
+        torch.testing.assert_close(cut(x), model[1](model[0](x)))
+    with pytest.raises(UnknownNameError, match="closest valid: 'input'"):
+        Extract(model, node_in="input_2", node_out="1")
+
+
+def test_get_nodes_second_positional_is_tracer_and_says_so():
+    model = SomeModelFn()
+    with pytest.raises(TypeError, match="got a Tensor; example inputs go by keyword"):
+        get_nodes(model, torch.ones(1, 5))
+    with pytest.raises(TypeError, match=r"torch\.fx\.Tracer subclass or None, got <class .int.>"):
+        get_nodes(model, int)
+    assert get_nodes(model, example_inputs=torch.ones(1, 5)) == get_nodes(model)

@@ -9,9 +9,10 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from surgeon_widgets.engine.stats import BINS, tensor_stats
+from surgeon_widgets.engine.stats import BINS, SAMPLE, SAMPLED_FROM, tensor_stats
 
 
 def _reference(t: torch.Tensor) -> dict:
@@ -126,3 +127,90 @@ def test_any_float_list(values):
         rel = 0 if exact else 1e-6
         assert got.min == pytest.approx(ref["min"], rel=rel)
         assert got.max == pytest.approx(ref["max"], rel=rel)
+
+
+def _reference64(t: torch.Tensor) -> dict:
+    """Every stat from the float64 values, counted one by one."""
+    x = t.detach().reshape(-1).double()
+    f = x[torch.isfinite(x)]
+    return {
+        "mean": f.mean().item(), "std": f.std().item(), "min": f.min().item(),
+        "max": f.max().item(), "l2": f.norm().item(), "zeros": int((x == 0).sum()),
+        "nans": int(torch.isnan(x).sum()), "infs": int(torch.isinf(x).sum()), "finite": f.numel(),
+    }  # fmt: skip
+
+
+def _conv_activations() -> dict[str, torch.Tensor]:
+    """Real activations of a conv block in training (8 x 64 x 32 x 32 = 2^19 values each)."""
+    torch.manual_seed(0)
+    conv = nn.Sequential(nn.Conv2d(3, 64, 3, padding=1), nn.BatchNorm2d(64)).train()
+    with torch.no_grad():
+        pre = conv(torch.randn(8, 3, 32, 32))
+        return {
+            "bn": pre,
+            "relu": torch.relu(pre),  # about half exact zeros
+            "dropout": nn.functional.dropout(pre - 0.3, 0.5),  # -0.0 where negatives dropped
+            "shifted": pre * 0.01 + 3.0,  # mean 300 std: the one pass would cancel
+        }
+
+
+@pytest.mark.parametrize("name", ["bn", "relu", "dropout", "shifted"])
+def test_large_activation_stats_equal_a_float64_reference(name):
+    t = _conv_activations()[name]
+    got, ref = tensor_stats(t), _reference64(t)
+    assert t.numel() >= SAMPLED_FROM
+    for key in ("mean", "std", "l2"):  # float64 accumulation: far below float32's drift
+        assert getattr(got, key) == pytest.approx(ref[key], rel=1e-6, abs=1e-7 * ref["std"]), key
+    assert (got.min, got.max) == (ref["min"], ref["max"])  # exact
+    assert round(got.zeros * got.numel) == ref["zeros"]  # -0.0 counts as a zero
+    assert (got.nans, got.infs) == (0, 0)
+    if name == "dropout":
+        assert int((t == 0).sum()) > int((t.view(torch.int32) == 0).sum())  # has -0.0 too
+
+
+def test_nan_inf_and_zeros_in_a_large_tensor_are_counted_exactly():
+    t = _conv_activations()["relu"].clone()
+    flat = t.view(-1)
+    flat[::1000] = math.nan
+    flat[7::5000] = math.inf
+    flat[11::7000] = -math.inf
+    got, ref = tensor_stats(t), _reference64(t)
+    assert (got.nans, got.infs) == (ref["nans"], ref["infs"]) and got.nans > 500
+    assert round(got.zeros * got.numel) == ref["zeros"]
+    for key in ("mean", "std", "l2"):
+        assert getattr(got, key) == pytest.approx(ref[key], rel=1e-6, abs=1e-7 * ref["std"]), key
+    assert (got.min, got.max) == pytest.approx((ref["min"], ref["max"]), rel=1e-6)
+    assert got.sampled == 0 and got.hist.sum() == ref["finite"]  # the exact pass bins all
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("numel", [1000, 1 << 19])
+def test_half_precision_equals_its_float32_upcast(dtype, numel):
+    t = _conv_activations()["relu"].reshape(-1)[:numel].to(dtype)
+    got, up = tensor_stats(t), tensor_stats(t.float())
+    assert got.dtype == str(dtype).removeprefix("torch.") and up.dtype == "float32"
+    for key in ("mean", "std", "min", "max", "l2", "zeros", "nans", "infs", "lo", "hi", "sampled"):
+        assert getattr(got, key) == getattr(up, key), key
+    assert (got.hist == up.hist).all()
+
+
+def test_large_tensors_bin_a_bounded_sample_over_the_exact_range():
+    t = _conv_activations()["bn"]
+    got = tensor_stats(t)
+    assert got.sampled == SAMPLE < t.numel()
+    assert got.hist.sum() == SAMPLE
+    assert (got.lo, got.hi) == (t.min().item(), t.max().item())
+    exact = torch.histc(t.double(), BINS, got.lo, got.hi).numpy() / t.numel()
+    assert np.abs(got.hist / SAMPLE - exact).sum() < 0.03  # the sample's shape is the tensor's
+    below = t.reshape(-1)[: SAMPLED_FROM - 1]
+    small = tensor_stats(below)
+    assert small.sampled == 0 and small.hist.sum() == below.numel()
+    assert tensor_stats(t.reshape(-1)[:SAMPLED_FROM]).sampled == SAMPLE
+
+
+def test_std_does_not_drift_on_ten_million_values():
+    torch.manual_seed(1)
+    t = torch.randn(10**7) * 3 + 1
+    got, ref = tensor_stats(t), _reference64(t)
+    for key in ("mean", "std", "l2"):
+        assert getattr(got, key) == pytest.approx(ref[key], rel=1e-7), key

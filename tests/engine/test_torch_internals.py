@@ -301,4 +301,26 @@ def test_import_and_public_names_work_with_every_private_api_missing(tmp_path):
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     said = eval(done.stdout.strip().splitlines()[-1])
-    assert sorted(e.name for e in door.ENTRIES) == said  # every entry was needed and said
+    # every entry was needed and said; the job's store only by Recorders over 2+ ranks (below)
+    assert sorted(e.name for e in door.ENTRIES if e is not door.DEFAULT_STORE) == said
+
+
+def test_default_store_missing_leaves_the_recorders_board_blank(missing):
+    import torch.distributed as dist
+
+    from surgeon_widgets.record.peers import Board
+
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        board = Board(dist.group.WORLD)
+        board.post(3)
+        board.report("rank 1 failed")
+        assert board.steps() == {0: 3} and board.failure() == "rank 1 failed"
+        with missing(door.DEFAULT_STORE):
+            blank = Board(dist.group.WORLD)
+        blank.post(4)
+        blank.report("lost")  # degraded: nobody learns it, the other ranks' collectives fail
+        assert blank.steps() == {0: None} and blank.failure() is None
+        assert "rank 0 is at rec.step() of step 4" in blank.waited_in_vain(4, RuntimeError("t"))
+    finally:
+        dist.destroy_process_group()

@@ -271,3 +271,110 @@ def live_worker(rank: int, world: int, port: int, root: str) -> None:
         time.sleep(0.02)
     rec.close()
     dist.destroy_process_group()
+
+
+def steady_worker(rank: int, world: int, port: int, root: str, user_handler: bool) -> None:
+    """DDP steps until a signal comes (SIGTERM from the parent, as torchrun sends) or the
+    writer is killed; rank 0 writes. ``user_handler``: rank 0 has its own SIGTERM handler."""
+    import signal
+    import sys
+
+    init(rank, world, port, timeout=timedelta(seconds=10))
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    if user_handler and rank == 0:
+
+        def handler(signum, frame):
+            Path(root, "user_handler_ran").write_text(read_run(Path(root) / "run").status["state"])
+            sys.exit(3)
+
+        signal.signal(signal.SIGTERM, handler)
+    torch.manual_seed(0)
+    wrapped = DDP(small_cnn())
+    with Recorder(wrapped, Path(root) / "run", layers=["0", "6"], every=1, timeout=10) as rec:
+        for step in range(2000):
+            wrapped(torch.randn(2, 3, 16, 16)).sum().backward()
+            rec.step()
+            if step == 3:
+                Path(root, f"ready{rank}").write_text(str(os.getpid()))
+            time.sleep(0.01)
+
+
+def extra_step(rank: int, root: str) -> None:
+    """Rank 1 calls rec.step() twice after step 1, under DDP: before, the Recorder's all_reduce
+    paired with DDP's and gloo aborted the job (SIGABRT). Ends the process."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    torch.manual_seed(0)
+    wrapped = DDP(small_cnn())
+    message, kind, started = "", "", time.monotonic()
+    try:
+        with Recorder(wrapped, Path(root) / "extra", layers=["0", "6"], every=1, timeout=3) as rec:
+            started = time.monotonic()
+            for step in range(6):
+                wrapped(torch.randn(2, 3, 16, 16)).sum().backward()
+                rec.step()
+                if rank == 1 and step == 1:
+                    rec.step()  # the bug under test: one call too many on this rank
+    except Exception as error:  # the test checks which
+        message, kind = str(error), type(error).__name__
+    Path(root, f"extra{rank}.json").write_text(json.dumps(
+        {"message": message, "kind": kind, "seconds": time.monotonic() - started}
+    ))  # fmt: skip
+    if rank == 0:  # the writer: its folder says failed before it goes
+        Path(root, "state").write_text(read_run(Path(root) / "extra").state)
+    os._exit(0)  # the training group is broken (a peer left mid-collective)
+
+
+def resume_then_extra_step_worker(rank: int, world: int, port: int, root: str) -> None:
+    """One job (a spawn is the slow part): :func:`resume`, then :func:`extra_step`."""
+    init(rank, world, port, timeout=timedelta(seconds=20))
+    resume(rank, root)
+    extra_step(rank, root)
+
+
+def resume(rank: int, root: str) -> None:
+    """Record 4 steps, refuse the folder without resume, resume 3 more; layer lists that
+    differ between ranks (order, names) and from the run being resumed are named."""
+    folder = Path(root) / "run"
+    torch.manual_seed(0)
+    model = small_cnn()
+    out: dict = {}
+
+    def train(rec, steps):
+        for _ in range(steps):
+            model(torch.randn(2, 3, 16, 16)).sum().backward()
+            rec.step()
+
+    with Recorder(model, folder, layers=["0", "6"], every=1, gradients=False) as rec:
+        train(rec, 4)
+    dist.barrier()
+    before = {p.name: p.read_bytes() for p in sorted((folder / "keys").iterdir())}
+    for name, kwargs in [("refused", {}), ("other_layers", {"resume": True, "layers": ["0", "2"]})]:
+        try:
+            Recorder(model, folder, **{"layers": ["0", "6"], "every": 1, "gradients": False,
+                                       **kwargs})  # fmt: skip
+        except (FileExistsError, ValueError, RankMismatchError) as error:
+            out[name] = f"{type(error).__name__}: {error}"
+    after = {p.name: p.read_bytes() for p in sorted((folder / "keys").iterdir())}
+    out["untouched"] = before == after
+    for name, layers in [("order", ["0", "6"] if rank == 0 else ["6", "0"]),
+                         ("names", ["0", "6"] if rank == 0 else ["0", "2"])]:  # fmt: skip
+        try:
+            Recorder(model, Path(root) / name, layers=layers, every=1, gradients=False)
+        except RankMismatchError as error:
+            out[name] = str(error)
+    with Recorder(model, folder, layers=["0", "6"], every=1, gradients=False, resume=True) as again:
+        out["first_step"] = again._step
+        out["own_group_once"] = again._group is rec._group and rec._group is not dist.group.WORLD
+        rec = again
+        train(rec, 3)
+    dist.barrier()
+    if rank == 0:
+        run = read_run(folder)
+        series = run.stats("0")["0/output"]
+        out.update(steps=run.steps, state=run.state, status_step=run.status["step"],
+                   ranks=[s.ranks for s in series.values], resumed=run.status["resumed"],
+                   records=run.status["records"])  # fmt: skip
+    Path(root, f"resume{rank}.json").write_text(json.dumps(out))
+    dist.barrier()

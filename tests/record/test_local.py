@@ -60,9 +60,10 @@ def test_torn_and_zero_filled_tails_are_skipped(tmp_path):
     run = read_run(tmp_path)
     assert run.steps == [0, 1, 2] and run.skipped_bytes == 2 * RECORD.size
     broken = bytearray(whole)
-    broken[RECORD.size + 40] ^= 1  # one flipped bit in the second record: stop before it
+    broken[RECORD.size + 40] ^= 1  # one flipped bit in the second record: only it is lost
     file.write_bytes(bytes(broken))
-    assert read_run(tmp_path).steps == [0]
+    run = read_run(tmp_path)
+    assert run.steps == [0, 2] and run.bad_records == {"0/output": 1}
     # a torn tail completed later is read on the next refresh
     file.write_bytes(whole[: RECORD.size + 10])
     run = read_run(tmp_path)

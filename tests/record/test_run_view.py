@@ -11,6 +11,7 @@ import pytest
 
 from surgeon_widgets import Explorer, read_run
 from surgeon_widgets.demo.record_job import LAYERS
+from surgeon_widgets.widget.run_view import NO_PARAMS
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -147,3 +148,31 @@ def test_recorded_parameters_are_sent_as_weight_items(tmp_path, from_view):
         assert [i["kind"] for i in history] == ["weight"] * len(history) and history
     finally:
         view.close()
+
+
+def test_status_line_agrees_with_read_run_and_close_leaves_a_placeholder(tmp_path):
+    import torch
+    from torch import nn
+
+    from surgeon_widgets import Recorder
+
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    with Recorder(model, tmp_path, layers=["0", "1", "2"], every=2, params=True) as rec:
+        for _ in range(7):
+            model(torch.ones(3, 4)).sum().backward()
+            rec.step()
+    steps = read_run(tmp_path).steps
+    view = Explorer.from_run(tmp_path)
+    assert view.wait(10)
+    status = view.status_line.value
+    assert f"last recorded step {steps[-1]} · {len(steps)} recorded steps" in status, status
+    assert "· step " not in status  # status.json's counter, one ahead of the last record
+    # the "parameters" boxes: ticked where weights were recorded, off for the ReLU
+    assert view.view.param_layers == ["0", "2"]
+    assert view.view.param_notes == {"1": NO_PARAMS}
+    view.close()
+    assert view.view.closed and view.view.comm is not None  # the view shows "Run view closed"
+    assert view.status_line.value.startswith("<div class='sw-run-status'>closed")
+    assert view.view.comm is not None and not view._thread.is_alive()
+    view.close()  # the second closes the widgets
+    assert view.view.comm is None

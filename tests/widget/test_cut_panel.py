@@ -163,12 +163,18 @@ def test_to_cell_and_insert_without_ipylab(make, monkeypatch, from_view):
     from IPython.testing.globalipapp import get_ipython
 
     shell = get_ipython()
-    ex = make(SomeModel())
-    ex.node_out = ["layer2"]
+    ex = make(SomeModel(), selected=["layer1"])
     seen = []
     monkeypatch.setattr(shell, "set_next_input", lambda text, replace=False: seen.append(text))
+    ex.to_cell()  # no cut: the selected layers' Inspect call
+    assert seen == [ex.code] and "Inspect(model, layer=['layer1'])" in ex.code
+    ex.node_out = ["layer2"]
+    cut = "from surgeon_widgets import Extract\n\ncut_model = Extract(model, node_out='layer2')"
+    assert ex.cut_report["code"] == cut  # what "Insert as new cell" inserts: the cut alone
+    assert ex.code.startswith("from surgeon_widgets import Extract, Inspect\n")  # Copy: both
+    assert "inspected = Inspect(model, layer=['layer1'])" in ex.code
     ex.to_cell()
-    assert seen == [ex.code]
+    assert seen[-1] == cut
     monkeypatch.setitem(__import__("sys").modules, "ipylab", None)  # not installed
     from_view(ex, {"type": "insert_cell", "code": ex.code})
     assert ex.sent[-1][0] == {"type": "insert_result", "ok": False, "message": NO_INSERT}

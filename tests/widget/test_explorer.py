@@ -330,7 +330,8 @@ def test_figure_and_static_fallback(make):
 
 def test_example_inputs_fill_shapes(make):
     ex = make(torchvision.models.resnet18(), torch.randn(1, 3, 64, 64))
-    assert ex.shapes["layer4"] == {"shape": [1, 512, 2, 2], "dtype": "float32"}
+    shape = {"shape": [1, 512, 2, 2], "dtype": "float32"}
+    assert ex.shapes["layer4"] == {**shape, "example": shape}
     assert live_hooks() == []
     gc.collect()
 
@@ -367,7 +368,7 @@ def test_close_removes_hooks_and_leaves_a_closed_view_then_closes_the_comm(make)
     assert live_hooks() == [] and ex.selected == [] and ex.stats("layer2") == {}
     model(torch.randn(2, 5))
     assert ex.stats("layer2") == {}
-    with pytest.raises(RuntimeError, match="this Explorer is closed"):
+    with pytest.raises(RuntimeError, match=r"read-only: Closed: .* Explorer\(model\)"):
         ex.select("layer2")
     ex.close()
     assert ex.comm is None
@@ -382,3 +383,86 @@ def test_figure_before_any_data_names_what_to_do(make):
     ex.select("layer2")
     with pytest.raises(ValueError, match=r"no data for 'layer2' yet: run a forward"):
         ex.figure("layer2")
+
+
+def test_gradient_hooks_in_live_hooks_are_the_outputs_waiting_for_a_backward(make):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+    ex = make(model, selected=["0", "2"], gradients=True, max_rate=0)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    waiting = lambda: [n for owner, _, n in live_hooks() if owner == "Explorer gradients"]  # noqa: E731
+    for _ in range(40):  # a training loop: each backward takes its forward's gradient hooks
+        opt.zero_grad()
+        loss = model(torch.randn(3, 4)).sum()
+        loss.backward()
+        opt.step()
+    assert waiting() == []
+    assert len(ex.stats("0")["0/grad_output"].steps) == 40
+    assert sorted((h["name"], h["kind"]) for h in ex.hooks) == [
+        ("0", "forward"), ("0", "gradient"), ("2", "forward"), ("2", "gradient"),
+    ]  # fmt: skip
+    out = model(torch.randn(3, 4))  # no backward yet: one hook per selected output waits
+    assert sorted(waiting()) == ["0", "2"]
+    kept = [model(torch.randn(3, 4)) for _ in range(40)]  # an eval loop keeping its outputs
+    assert len(waiting()) <= 2 * 16  # bounded per layer (MAX_PENDING_GRAD_HOOKS)
+    del out, kept
+    gc.collect()
+    assert waiting() == []  # freed outputs take their hooks with them
+
+
+def test_a_meta_forward_says_why_no_statistics_will_come(make):
+    with torch.device("meta"):
+        model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+    ex = make(model, selected=["0", "1"], max_rate=0)
+    assert ex.no_values == {}
+    model(torch.ones(2, 4, device="meta"))
+    assert set(ex.no_values) == {"0", "1"}
+    assert "0 ran on the meta device" in ex.no_values["0"] and "to_empty" in ex.no_values["0"]
+    assert ex.stats("0") == {} and ex.nonfinite == []
+
+
+def view_update(ex: Explorer, **state) -> None:
+    """The view changes traits, as a kernel delivers a comm "update" message."""
+    ex.open()
+    data = {"method": "update", "state": state, "buffer_paths": []}
+    ex.comm.handle_msg({"content": {"data": data}, "buffers": []})
+
+
+def test_a_replaced_explorer_is_read_only_from_its_view_and_from_python(make, from_view):
+    from surgeon_widgets.widget.runtime.ownership import CLOSED, REPLACED
+
+    model = SomeModel()
+    old = make(model, selected=["layer1"])
+    code = old.code
+    new = make(model)
+    assert (old.read_only, new.read_only) == (REPLACED, "")
+    view_update(old, selected=["layer2"])  # clicks in the old view
+    view_update(old, node_out={"layer2": "layer2"}, gradients=True)
+    assert old.selected == ["layer1"] and old.node_out == {} and not old.gradients
+    assert old.code == code and old.hooks == []
+    assert f"selected cannot change: {REPLACED}" in old.errors[0]["text"]
+    with pytest.raises(RuntimeError, match="read-only: Replaced by a newer Explorer"):
+        old.select("layer2")
+    with pytest.raises(Exception, match="param_layers cannot change"):
+        old.param_layers = ["layer1"]
+    from_view(old, {"type": "remove_all_hooks"})  # its buttons do nothing either
+    assert old.selected == ["layer1"]
+    new.select("layer2")  # the newest one is live
+    model(torch.randn(2, 5))
+    assert new.stats("layer2") and old.stats("layer1") == {}
+    old.close()
+    assert old.read_only == REPLACED and new.read_only == ""
+    new.close()
+    assert new.read_only == CLOSED
+    with pytest.raises(RuntimeError, match="read-only: Closed"):
+        new.select("layer1")
+
+
+def test_the_tree_shows_the_latest_output_shape_and_keeps_the_examples(make):
+    ex = make(SomeModel(), torch.randn(1, 5), selected=["layer2"], max_rate=0)
+    example = {"shape": [1, 2], "dtype": "float32"}
+    assert ex.shapes["layer2"] == {**example, "example": example}
+    ex._model(torch.randn(16, 5))  # training runs another batch size
+    assert ex.shapes["layer2"] == {"shape": [16, 2], "dtype": "float32", "example": example}
+    assert ex.shapes["layer1"] == {**{"shape": [1, 3], "dtype": "float32"},
+                                   "example": {"shape": [1, 3], "dtype": "float32"}}  # fmt: skip

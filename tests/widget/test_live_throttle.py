@@ -100,6 +100,19 @@ def test_floor_stretches_to_the_budget_when_every_update_is_expensive(live, cloc
     assert updates(live, clock, ("2", "activation"), 2.5) == every(1, 3)
 
 
+def test_one_slow_update_does_not_hold_every_key_back(live, clock):
+    for name in "012":
+        for _ in range(4):
+            live.throttle.note_cost((name, "activation"), 0.002)
+    # an update descheduled for 0.5 s: alone it would stretch every wait to 25 s
+    live.throttle.note_cost(("0", "activation"), 0.5)
+    assert live.throttle.costs[("0", "activation")] == 0.002  # the median of its last 5
+    assert updates(live, clock, ("1", "activation"), 1.0) == every(0.3, 4)
+    for _ in range(3):  # an update that stays slow is a real cost
+        live.throttle.note_cost(("0", "activation"), 0.5)
+    assert live.throttle.costs[("0", "activation")] == 0.5
+
+
 def test_real_reductions_are_measured_and_spaced():
     model = nn.Sequential(nn.Identity())
     got = []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from support.models import tiny_bert, token_inputs
 from torch import nn
 
 from surgeon_widgets.engine.registry import live_hooks
@@ -103,3 +104,28 @@ def test_a_selection_change_writes_hooks_once(training):
     }  # fmt: skip
     ex.gradients = True
     assert len(writes) == 2 and {"name": "2", "kind": "gradient"} in writes[1]
+
+
+def of_class(model: nn.Module, cls: str) -> str:
+    return next(name for name, m in model.named_modules() if type(m).__name__ == cls)
+
+
+def test_a_container_shows_its_childrens_parameters_or_says_where_they_are():
+    model = tiny_bert().train()
+    out, block = of_class(model, "BertOutput"), of_class(model, "BertLayer")
+    dropout = f"{out}.dropout"
+    ex = Explorer(model, params=True, max_rate=0, selected=[out, block, dropout])
+    assert ex.param_layers == [out]  # BertOutput owns no weight: its dense and LayerNorm's
+    assert set(ex.param_notes) == {block, dropout}
+    assert ex.param_notes[dropout] == "Dropout has no parameters"
+    assert f"'{block}.attention.self.query'" in ex.param_notes[block]  # where they are
+    ex.param_layers = [out, block]  # ticked anyway (from the view): it cannot hold
+    assert ex.param_layers == [out]
+    model(**token_inputs()).last_hidden_state.sum().backward()
+    series = ex.stats(out)
+    dense = model.get_submodule(f"{out}.dense")
+    same(series[f"{out}/dense.weight"].latest, dense.weight)
+    same(series[f"{out}/dense.weight.grad"].latest, dense.weight.grad)
+    assert f"{out}/LayerNorm.bias" in series
+    assert not [k for k in ex.stats(block) if k != f"{block}/output"]
+    ex.close()

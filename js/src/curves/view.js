@@ -1,7 +1,7 @@
 // Per tensor leaf: mean, std and L2 norm over the steps in the history, one small chart each.
 
-import { h } from "../dom.js";
-import { num } from "../histogram/format.js";
+import { h, showNumber } from "../dom.js";
+import { fullNum, num, rangeText } from "../histogram/format.js";
 import { drawCurve } from "./draw.js";
 
 /** @typedef {import("../types.js").Item} Item */
@@ -30,7 +30,7 @@ export function curvesBlock(label) {
   return h("div", { class: "sw-curves" }, CURVES.map(([field, name]) => h("figure", { class: "sw-curve", "data-stat": field }, [
     h("figcaption", {}, [h("span", { class: "sw-curve-name", text: name }), " ", h("span", { class: "sw-curve-last" })]),
     h("canvas", { role: "img", "aria-label": `${name} of ${label} over steps` }),
-    h("div", { class: "sw-curve-range" }),
+    h("div", { class: "sw-curve-range" }, [h("span", { class: "sw-curve-lo" }), h("span", { class: "sw-curve-hi" })]),
   ])));
 }
 
@@ -46,9 +46,13 @@ export function paintCurves(block, history, colors) {
     const fig = /** @type {HTMLElement} */ (block.querySelector(`[data-stat="${field}"]`));
     const points = curvePoints(history, field);
     const range = drawCurve(/** @type {HTMLCanvasElement} */ (fig.querySelector("canvas")), points, { ...SIZE, ...colors });
+    // a statistic never measured (a recorded run stores no L2) shows nothing, not "no finite value"
+    fig.hidden = bad.length === 0 && points.every((p) => p.value == null);
     const last = history[history.length - 1];
     const q = (/** @type {string} */ s) => /** @type {HTMLElement} */ (fig.querySelector(s));
-    q(".sw-curve-last").textContent = last ? num(last[field]) : "";
-    q(".sw-curve-range").textContent = range ? `${num(range[0])} … ${num(range[1])}` : "no finite value";
+    showNumber(q(".sw-curve-last"), last ? num(last[field]) : "", last ? fullNum(last[field]) : "");
+    const [lo, hi] = range ? rangeText(range[0], range[1]) : ["no finite value", ""];
+    showNumber(q(".sw-curve-lo"), lo, range ? fullNum(range[0]) : "");
+    showNumber(q(".sw-curve-hi"), range ? `… ${hi}` : "", range ? fullNum(range[1]) : "");
   }
 }

@@ -94,7 +94,7 @@ export class CutPanel {
     const lines = [];
     if (marked && r.valid !== undefined) {
       const leaks = /** @type {Record<string, string[]>} */ (r.leaks ?? {});
-      lines.push(h("div", { class: r.valid ? "sw-cut-valid" : "sw-cut-invalid", text: r.valid ? "✓ valid cut" : "✗ not a valid cut" }));
+      lines.push(h("div", { class: r.valid ? "sw-cut-valid" : "sw-cut-invalid", text: verdict(r.valid, Object.keys(leaks)) }));
       if ((r.inputs ?? []).length) {
         lines.push(h("div", { class: "sw-cut-inputs" }, [
           "Cut model inputs: ",
@@ -133,6 +133,16 @@ export class CutPanel {
     highlight(this.code, code || "# mark a cut or select layers to get code");
     this.copy.disabled = !code;
     this.insert.disabled = !code;
+    this.clearTimer();
+    this.setStatus("");  // "Copied" / "Inserted" were about the code before
+  }
+
+  /** What "Insert as new cell" inserts: the cut alone once its report is in, else `code`. */
+  insertedCode() {
+    const r = /** @type {any} */ (this.model.get("cut_report") ?? {});
+    const fresh = sameNames(r.node_in, this.model.get("node_in") ?? {})
+      && sameNames(r.node_out, this.model.get("node_out") ?? {});
+    return fresh && r.code ? String(r.code) : this.model.get("code") ?? "";
   }
 
   /**
@@ -187,7 +197,9 @@ export class CutPanel {
   }
 
   async onInsert() {
-    const code = this.model.get("code") ?? "";
+    const code = this.insertedCode();
+    this.clearTimer();
+    this.setStatus("");
     if (inMarimo(this.el)) {
       this.setStatus(NO_INSERT_MARIMO, true);
       return;
@@ -205,6 +217,18 @@ export class CutPanel {
     this.clearTimer();
     this.timer = setTimeout(() => this.setStatus(NO_INSERT, true), INSERT_TIMEOUT_MS);
   }
+}
+
+/**
+ * The report's first line: a valid cut that still reads original inputs says which.
+ * @param {boolean} valid
+ * @param {string[]} leaking original inputs the cut still reads
+ */
+export function verdict(valid, leaking) {
+  if (!valid) return "✗ not a valid cut";
+  if (!leaking.length) return "✓ valid cut";
+  const inputs = leaking.length > 1 ? "inputs" : "input";
+  return `✓ valid, also reads original ${inputs} ${leaking.join(", ")}`;
 }
 
 /**

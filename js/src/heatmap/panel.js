@@ -5,7 +5,7 @@ import { cssVar, Disposer, h } from "../dom.js";
 import { mapScale, paintLabels, paintLegendBar, paintMap } from "./draw.js";
 import { modeText, num } from "../histogram/format.js";
 import { inModelOrder } from "../model_order.js";
-import { cellAt, readout, rowReadout } from "./readout.js";
+import { cellAt, gridLabels, readout, rowReadout } from "./readout.js";
 
 /** @typedef {import("../types.js").Model} Model */
 /** @typedef {import("./store.js").AttentionStore} AttentionStore */
@@ -294,8 +294,9 @@ export class AttentionPanels {
       this.gridKey = key;
       this.gridD.dispose();
       this.thumbs = new Map();
-      this.grid.replaceChildren(...layout.map(([layer, heads]) => h("div", { class: "sw-att-grid-row" }, [
-        h("span", { class: "sw-att-grid-layer", title: layer, text: layer.length > 28 ? `…${layer.slice(-27)}` : layer }),
+      const labels = gridLabels(layout.map(([layer]) => layer));
+      this.grid.replaceChildren(...layout.map(([layer, heads], i) => h("div", { class: "sw-att-grid-row" }, [
+        h("span", { class: "sw-att-grid-layer", title: layer, text: labels[i] }),
         ...heads.map((head) => this.thumb(layer, head)),
       ])));
     }

@@ -92,3 +92,18 @@ export function rowReadout(m, row, tokensQ, tokensK, top = 3) {
   const keys = order.map(([c, w]) => `${tokenText(span(c, m.cols, m.fullCols), tokensK)} ${formatWeight(w)}`);
   return `query ${q} attends most to ${keys.join(", ")}`;
 }
+
+/**
+ * Row labels of the heads x layers grid: the layer names without the dotted prefix they all
+ * share ("encoder.layer.0.attention.self" and "encoder.layer.1..." -> "0.attention.self", ...),
+ * never cut otherwise (the full name is the label's title).
+ * @param {string[]} names
+ */
+export function gridLabels(names) {
+  if (names.length < 2) return [...names];
+  const parts = names.map((n) => n.split("."));
+  let shared = 0;
+  const shortest = Math.min(...parts.map((p) => p.length)) - 1;  // keep each name's last part
+  while (shared < shortest && parts.every((p) => p[shared] === parts[0][shared])) shared += 1;
+  return parts.map((p) => p.slice(shared).join("."));
+}

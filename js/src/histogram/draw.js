@@ -28,16 +28,18 @@ export function zeroX(lo, hi, width) {
 
 /**
  * Bars, one per bin, height proportional to count (or log count); a non-zero bin is at least 1px
- * tall. A dashed line marks 0 when it lies inside (lo, hi). Returns the largest count (the axis top).
+ * tall. A dashed line marks 0 when it lies inside (lo, hi). Returns the axis top: `top` when given
+ * (an axis shared with another histogram), else the largest count.
  * @param {HTMLCanvasElement} canvas
  * @param {ArrayLike<number>} counts
- * @param {{ width: number, height: number, color: string, log?: boolean, lo?: number, hi?: number, zeroColor?: string }} o
+ * @param {{ width: number, height: number, color: string, log?: boolean, lo?: number, hi?: number, zeroColor?: string, top?: number }} o
  */
-export function drawHistogram(canvas, counts, { width, height, color, log = false, lo = 0, hi = 0, zeroColor = "#888" }) {
+export function drawHistogram(canvas, counts, { width, height, color, log = false, lo = 0, hi = 0, zeroColor = "#888", top }) {
   const ctx = prepare(canvas, width, height);
   const n = counts.length;
   let max = 0;
   for (let i = 0; i < n; i++) if (counts[i] > max) max = counts[i];
+  if (top !== undefined) max = top;
   const zero = zeroX(lo, hi, width);
   if (zero !== null) {
     ctx.fillStyle = zeroColor;

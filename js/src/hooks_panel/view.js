@@ -1,4 +1,4 @@
-// Active hooks, the "replaced by a newer Explorer" notice, notes, and the error list (merged
+// Active hooks, notes, and the error list (merged
 // entries with a count, the detail on hover and in a <details>, a Clear button).
 // A recorded run has no hooks: only its errors (reading the run, a failed job) are shown.
 
@@ -25,7 +25,6 @@ export class HooksPanel {
    */
   constructor(model, d) {
     this.model = model;
-    this.replaced = h("p", { class: "sw-replaced", role: "status" });
     this.notes = h("ul", { class: "sw-notes" });
     this.title = h("h3", { class: "sw-hooks-title" });
     this.list = h("ul", { class: "sw-hooks-list" });
@@ -38,7 +37,6 @@ export class HooksPanel {
     ]);
     this.head = h("div", { class: "sw-hooks-head" }, [this.title, this.button]);
     this.el = h("div", { class: "sw-hooks" }, [
-      this.replaced,
       this.notes,
       this.head,
       this.list,
@@ -54,8 +52,6 @@ export class HooksPanel {
 
   paint() {
     const replaced = this.model.get("replaced") ?? "";
-    this.replaced.textContent = replaced;
-    this.replaced.hidden = !replaced;
     const notes = this.model.get("notes") ?? [];
     this.notes.replaceChildren(...notes.map((n) => h("li", { text: n })));
     this.notes.hidden = notes.length === 0;

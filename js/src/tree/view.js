@@ -2,6 +2,7 @@
 
 import { markOf, toggleOnModel } from "../cut/marks.js";
 import { h } from "../dom.js";
+import { firstBadOfLayers } from "../nonfinite.js";
 import { recordedLayers } from "../run_mode.js";
 import { TreeIndex, visibleRows } from "./flatten.js";
 import { keyAction } from "./keys.js";
@@ -77,6 +78,7 @@ export class TreeView {
     d.onModel(model, "change:show_nodes", () => this.rebuild());
     d.onModel(model, "change:selected", () => this.paint());
     d.onModel(model, "change:shapes", () => this.paint());
+    d.onModel(model, "change:nonfinite", () => this.paint());
     d.onModel(model, "change:node_in", () => this.paint());
     d.onModel(model, "change:node_out", () => this.paint());
     d.onModel(model, "change:nodes_error", () => this.paintError());
@@ -137,6 +139,7 @@ export class TreeView {
     const selected = new Set(this.model.get("selected") ?? []);
     const shapes = this.model.get("shapes") ?? {};
     const act = this.activeIndex();
+    const bad = firstBadOfLayers(this.model.get("nonfinite"));
     const recorded = recordedLayers(this.model);
     const markable = Boolean(this.model.get("show_nodes")) && !recorded;  // cut marks live in the node view
     /** @param {number} i */
@@ -145,6 +148,7 @@ export class TreeView {
       selected: selected.has(this.visible[i].row.name), shape: shapes[this.visible[i].row.name],
       mark: markOf(this.model, this.visible[i].row.name), markable,
       unrecorded: recorded != null && !recorded.has(this.visible[i].row.name),
+      bad: bad.get(this.visible[i].row.name),
     });
     const els = [];
     for (let i = first; i < last; i++) els.push(make(i));

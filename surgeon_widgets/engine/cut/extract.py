@@ -34,17 +34,44 @@ class UnusedInputWarning(UserWarning):
 
 class Summary(dict):
     """``{'input': (names...), 'output': nodes}`` as surgeon-pytorch prints it, plus ``leaks``:
-    ``{original_input: [its readers on the way to recomputed parametrized work]}``."""
+    ``{original_input: [its readers on the way to recomputed parametrized work]}``.
 
-    def __init__(self, inputs: tuple[str, ...], output: Any, leaks: dict[str, list[str]]):
+    ``summary["output"]`` holds the graph's nodes; printed, each shows the name it was asked by
+    (``node_out``), else the node's public name, never a trace-internal one (``layer_norm_4``).
+    """
+
+    def __init__(
+        self,
+        inputs: tuple[str, ...],
+        output: Any,
+        leaks: dict[str, list[str]],
+        asked: dict[str, str] | None = None,
+    ):
         super().__init__(input=inputs, output=output)
         self.leaks = leaks
+        self.asked = asked or {}  # graph node name -> the node_out name that chose it
 
     @classmethod
-    def of(cls, graph: fx.Graph, leaks: dict[str, list[str]]) -> Summary:
+    def of(cls, graph: fx.Graph, leaks: dict[str, list[str]], asked: dict[str, str]) -> Summary:
         output = next(n for n in graph.nodes if n.op == "output").args[0]
         inputs = tuple(n.name for n in graph.nodes if n.op == "placeholder")
-        return cls(inputs, output, leaks)
+        return cls(inputs, output, leaks, asked)
+
+    def __repr__(self) -> str:
+        def name(node: fx.Node) -> Any:
+            return self.asked.get(node.name) or node.meta.get(NAME, node.name)
+
+        return repr({"input": self["input"], "output": fx.node.map_arg(self["output"], name)})
+
+
+def _asked_names(graph: fx.Graph, node_out: NameSpec | None, keep: bool) -> dict[str, str]:
+    """``{graph node name: node_out name}`` for the selected outputs (after the kept original)."""
+    if node_out is None:
+        return {}
+    selected = next(n for n in graph.nodes if n.op == "output").args[0]
+    nodes: list[fx.Node] = []
+    fx.node.map_arg(selected[1] if keep else selected, nodes.append)
+    return {n.name: name for n, (name, _) in zip(nodes, normalize_spec(node_out, "node_out"))}
 
 
 class Extract(fx.GraphModule):
@@ -103,9 +130,10 @@ class Extract(fx.GraphModule):
         renamed = {n for n, _ in ins if n.op == "placeholder"}
         originals = [n for n in graph.nodes if n.op == "placeholder" and n not in renamed]
         slots = _original_slots(traced, originals)
+        keep = bool(keep_output)
         if node_out is not None:
-            keep = bool(keep_output)
             select_outputs(graph, node_out, [n for n, _ in outs], [k for _, k in outs], keep)
+        asked = _asked_names(graph, node_out, keep)
         if node_in is not None:
             new_inputs = replace_inputs(graph, [n for n, _ in ins], [k for _, k in ins])
             for placeholder, (_, key) in zip(new_inputs, ins):
@@ -126,7 +154,7 @@ class Extract(fx.GraphModule):
         self._mode_dependent = mode_dependent
         self.method = traced.method
         leaks = find_leaks(graph, originals) if node_in is not None else {}
-        self.summary = Summary.of(graph, leaks)
+        self.summary = Summary.of(graph, leaks, asked)
         for name, readers in leaks.items():
             warnings.warn(
                 f"original input {name!r} is still needed after the node_in cut, through "
@@ -175,7 +203,7 @@ class Extract(fx.GraphModule):
             memo[id(node.meta)] = dict(node.meta)
         copied = super().__deepcopy__(memo)
         state = copy.deepcopy(_extra_state(self), memo)
-        copied.summary = Summary.of(copied.graph, state.pop("leaks"))
+        copied.summary = Summary.of(copied.graph, state.pop("leaks"), state.pop("asked"))
         copied.__dict__.update(state)
         return copied
 
@@ -186,6 +214,7 @@ _EXTRA = ("method", "_traced_training", "_mode_dependent", "_binder", "note", "_
 def _extra_state(extract: Extract) -> dict[str, Any]:
     state = {key: extract.__dict__[key] for key in _EXTRA}
     state["leaks"] = extract.summary.leaks
+    state["asked"] = extract.summary.asked
     return state
 
 
@@ -196,7 +225,7 @@ def _rebuild(reduced: Any, state: dict[str, Any]) -> Extract:
     extract = fx.GraphModule.__new__(Extract)
     fx.GraphModule.__init__(extract, plain, plain.graph, class_name="Extract")
     state = dict(state)
-    extract.summary = Summary.of(extract.graph, state.pop("leaks"))
+    extract.summary = Summary.of(extract.graph, state.pop("leaks"), state.pop("asked"))
     extract.__dict__.update(state)
     extract.training = plain.training
     return extract

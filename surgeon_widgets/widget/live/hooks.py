@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import time
 import weakref
+from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -51,7 +52,7 @@ from .throttle import Throttle
 
 __all__ = ["LiveHooks", "leaf_label", "meta_values"]
 
-MAX_PENDING_GRAD_HOOKS = 16  # per layer: forwards without a backward (eval loops) keep none
+MAX_PENDING_GRAD_HOOKS = 16  # per layer: the newest gradient hooks waiting for a backward
 
 
 def leaf_label(base: str, label: str) -> str:
@@ -95,8 +96,9 @@ class LiveHooks:
         self.throttle = throttle if throttle is not None else Throttle(max_rate)
         self.gradients = False
         self.registry = HookRegistry("Explorer")
+        # one-shot tensor hooks of outputs whose backward has not come yet (see watch_gradients)
         self._grad_hooks = HookRegistry("Explorer gradients")
-        self._pending: dict[str, int] = {}  # gradient hooks per layer in _grad_hooks
+        self._newest: dict[str, deque[Any]] = {}  # per layer: its newest gradient hooks' handles
         self._attached: set[str] = set()
 
     @property
@@ -109,11 +111,11 @@ class LiveHooks:
         self.gradients = gradients
         if not gradients:
             self._grad_hooks.remove()
-            self._pending.clear()
+            self._newest.clear()
         for name in self._attached - wanted:
             self.registry.remove(name)
             self._grad_hooks.remove(name)
-            self._pending.pop(name, None)
+            self._newest.pop(name, None)
         self.throttle.keep(lambda k: _layer_of(k[0], wanted) and (gradients or k[1] != "gradient"))
         self.throttle.keys = len(wanted) * (2 if gradients else 1)
         me = weakref.ref(self)  # hooks must not keep the widget alive
@@ -126,7 +128,7 @@ class LiveHooks:
         """Remove every hook."""
         self.registry.remove()
         self._grad_hooks.remove()
-        self._pending.clear()
+        self._newest.clear()
         self._attached = set()
         if self._own_clock:
             self.clock.close()
@@ -151,9 +153,10 @@ class LiveHooks:
         kind = key[1]
         mode = self.clock.training if training is None else training
         start = time.perf_counter()
+        at = self.throttle.now()
         try:
             records = [
-                Record(f"{name}/{leaf}", name, leaf, kind, step, tensor_stats(t), mode)
+                Record(f"{name}/{leaf}", name, leaf, kind, step, tensor_stats(t), mode, at)
                 for label, t in iter_tensors(value)
                 for leaf in [leaf_label(base, label)]
             ]
@@ -168,20 +171,26 @@ class LiveHooks:
             self.on_meta(name)
 
     def watch_gradients(self, name: str, output: Any) -> None:
-        """Put a gradient hook on every leaf of ``output`` that will get a gradient."""
+        """Put a one-shot gradient hook on every leaf of ``output`` that will get a gradient.
+
+        Each is removed once its backward ran or its output was freed, so ``live_hooks()``
+        lists only the outputs still waiting for a backward (the ``hooks`` trait lists one
+        ``gradient`` entry per layer: the promise, not these).
+        """
         if not torch.is_grad_enabled():
             return
-        if self._pending.get(name, 0) >= MAX_PENDING_GRAD_HOOKS:
-            self._grad_hooks.remove(name)
-            self._pending[name] = 0
+        # forwards with no backward (outputs kept, e.g. an eval loop under grad) would pile
+        # hooks up: a layer keeps its newest ones (a handle already gone is removed as a no-op)
+        newest = self._newest.setdefault(name, deque())
         me = weakref.ref(self)
         step, training = max(self.clock.step, 0), self.clock.training  # of this forward
         for label, t in iter_tensors(output):
             if t.requires_grad:
                 leaf = leaf_label("grad_output", label)
                 hook = _grad_hook(me, name, leaf, step, training)
-                self._grad_hooks.tensor(t, hook, name=name)
-                self._pending[name] = self._pending.get(name, 0) + 1
+                newest.append(self._grad_hooks.tensor(t, hook, name=name, once=True))
+                if len(newest) > MAX_PENDING_GRAD_HOOKS:
+                    self._grad_hooks.discard(newest.popleft())
 
 
 def _layer_of(key: str, layers: set[str]) -> bool:

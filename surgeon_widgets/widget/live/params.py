@@ -1,12 +1,13 @@
 """Parameter histograms of watched layers, as ``wandb.watch`` shows them.
 
-For each watched module, its own parameters (``named_parameters(recurse=False)``) are reduced
-by :func:`~surgeon_widgets.engine.stats.tensor_stats` (one transfer per tensor) at every due
-forward: the weights (kind ``"weight"``, leaf ``weight``), the change since the last recorded
-forward when an optimizer step changed them (kind ``"update"``, leaf ``weight.update``), and,
-once ``backward()`` has accumulated it, the gradient (kind ``"weight grad"``, leaf
-``weight.grad``, equal to ``param.grad``). Records go through the Explorer's history and
-transport like the activations'.
+For each watched module, its parameters (:func:`shown_params`: its own, or for a container
+without any, e.g. Hugging Face's ``BertOutput``, those of its direct children, named
+``dense.weight``) are reduced by :func:`~surgeon_widgets.engine.stats.tensor_stats` (one
+transfer per tensor) at every due forward: the weights (kind ``"weight"``, leaf ``weight``),
+the change since the last recorded forward when an optimizer step changed them (kind
+``"update"``, leaf ``weight.update``), and, once ``backward()`` has accumulated it, the
+gradient (kind ``"weight grad"``, leaf ``weight.grad``, equal to ``param.grad``). Records go
+through the Explorer's history and transport like the activations'.
 
 >>> import torch
 >>> from torch import nn
@@ -37,7 +38,50 @@ from ...engine.stats import tensor_stats
 from ..history import Record
 from .failures import Failure, failed, log_failure
 
-__all__ = ["ParamWatch"]
+__all__ = ["ParamWatch", "params_note", "shown_params"]
+
+NOTE_EXAMPLES = 4  # submodules named in a note saying where a container's weights are
+
+
+def shown_params(module: nn.Module) -> list[tuple[str, nn.Parameter]]:
+    """The parameters a module's "parameters" box shows: its own, or (a container without
+    any) its direct children's, named ``child.param``.
+
+    >>> block = nn.Sequential(nn.Linear(2, 2), nn.ReLU())
+    >>> [name for name, _ in shown_params(block)]
+    ['0.weight', '0.bias']
+    """
+    own = list(module.named_parameters(recurse=False))
+    if own:
+        return own
+    return [
+        (f"{child}.{name}", param)
+        for child, sub in module.named_children()
+        for name, param in sub.named_parameters(recurse=False)
+    ]
+
+
+def params_note(module: nn.Module, name: str = "") -> str:
+    """Why the "parameters" box of ``module`` (called ``name``) cannot be ticked, and where its
+    weights are (``""``: it can).
+
+    >>> params_note(nn.ReLU())
+    'ReLU has no parameters'
+    >>> params_note(nn.Sequential(nn.Sequential(nn.Linear(2, 2))), "block")
+    "weights are deeper, in 'block.0.0': tick 'parameters' there"
+    """
+    if shown_params(module):
+        return ""
+    holders = [
+        f"{name}.{sub}" if name else sub
+        for sub, m in module.named_modules()
+        if sub and list(m.parameters(recurse=False))
+    ]
+    if not holders:
+        return f"{type(module).__name__} has no parameters"
+    more = ", ..." if len(holders) > NOTE_EXAMPLES else ""
+    shown = ", ".join(map(repr, holders[:NOTE_EXAMPLES])) + more
+    return f"weights are deeper, in {shown}: tick 'parameters' there"
 
 
 class ParamWatch:
@@ -71,7 +115,7 @@ class ParamWatch:
         return sorted(self._attached)
 
     def sync(self, names: Iterable[str]) -> None:
-        """Watch exactly the modules ``names`` (skipping those without parameters of their own)."""
+        """Watch exactly the modules ``names`` (skipping those that show no parameters)."""
         wanted = set(names)
         for name in self._attached - wanted:
             self.registry.remove(name)
@@ -81,7 +125,7 @@ class ParamWatch:
         me = weakref.ref(self)
         for name in sorted(wanted - self._attached):
             module = self.model.get_submodule(name)
-            params = list(module.named_parameters(recurse=False))
+            params = shown_params(module)
             if not params:
                 continue
             self.registry.forward_pre(module, _weights_hook(me, name, params), name=name)
@@ -90,10 +134,9 @@ class ParamWatch:
                     self.registry.post_accumulate_grad(param, _grad_hook(me, name, pname), name)
         self._attached = {n for n in wanted if _has_hooks(self, n)}
 
-    def owns_params(self, name: str) -> bool:
-        """Whether module ``name`` has parameters of its own (not only in its children)."""
-        module = self.model.get_submodule(name)
-        return next(module.parameters(recurse=False), None) is not None
+    def note(self, name: str) -> str:
+        """:func:`params_note` of module ``name`` (``""``: its parameters can be shown)."""
+        return params_note(self.model.get_submodule(name), name)
 
     def close(self) -> None:
         """Remove every hook and drop the kept weights."""

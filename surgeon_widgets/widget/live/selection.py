@@ -45,7 +45,7 @@ from .params import ParamWatch
 from .steps import StepClock
 from .throttle import Throttle
 
-__all__ = ["COMPILED", "FULLGRAPH", "META", "Selection", "SelectionHooks", "resolve"]
+__all__ = ["COMPILED", "FULLGRAPH", "META", "Selection", "SelectionHooks", "meta_ran", "resolve"]
 
 COMPILED = (
     "torch.compile: selected layers record through torch.compiler.disable, and selected "
@@ -61,6 +61,15 @@ META = (
     "meta tensors have no values: the model is on the meta device, so selected layers get no "
     "statistics. Build it on a real device (e.g. model.to_empty(device='cpu')) to see them."
 )
+
+
+def meta_ran(layer: str) -> str:
+    """What a layer's panel says once a forward ran through it on the meta device."""
+    return (
+        f"{layer} ran on the meta device: meta tensors have no values, so no statistics will "
+        "come. Build the model on a real device (e.g. model.to_empty(device='cpu'), then load "
+        "its weights) to see them."
+    )
 
 
 class Selection(NamedTuple):
@@ -83,6 +92,7 @@ class SelectionHooks:
         on_error: a message (a selected layer that runs no attention).
         on_note: a note for the view (:data:`COMPILED`, :data:`META`), once per change.
         max_rate: the throttle's rate (updates a second per layer and kind; ``0``: every one).
+        on_meta: called with a selected layer's name each time it ran on meta tensors.
     """
 
     def __init__(
@@ -94,6 +104,7 @@ class SelectionHooks:
         on_error: Callable[[str], None] = print,
         on_note: Callable[[str], None] = lambda note: None,
         max_rate: float = 10.0,
+        on_meta: Callable[[str], None] = lambda layer: None,
     ) -> None:
         self.model = model = unwrap(watched)
         self.on_note = on_note
@@ -101,7 +112,7 @@ class SelectionHooks:
         self.throttle = Throttle(max_rate)
         self.activations = LiveHooks(
             model, sink, on_failure, clock=self.clock, throttle=self.throttle,
-            on_meta=lambda layer: on_note(META),
+            on_meta=lambda layer: (on_note(META), on_meta(layer)),
         )  # fmt: skip
         due = self.activations.due
         self.attention = AttentionView(
@@ -139,11 +150,16 @@ class SelectionHooks:
     def params_of(
         self, names: Iterable[str], layers: Iterable[str], added: Iterable[str] = ()
     ) -> list[str]:
-        """``names`` and then ``added`` among ``layers`` that have parameters of their own
-        (a ReLU has none): the ``param_layers`` of a selection of ``layers``."""
+        """``names`` and then ``added`` among ``layers`` that show parameters (a ReLU has
+        none; see :func:`~.params.shown_params`): the ``param_layers`` of a selection."""
         watched = set(layers)
         wanted = dict.fromkeys([*names, *added])
-        return [n for n in wanted if n in watched and self.params.owns_params(n)]
+        return [n for n in wanted if n in watched and not self.params.note(n)]
+
+    def params_notes(self, layers: Iterable[str]) -> dict[str, str]:
+        """``{layer: why its "parameters" box is off}`` for ``layers`` that show none."""
+        notes = {n: self.params.note(n) for n in layers}
+        return {n: note for n, note in notes.items() if note}
 
     def close(self) -> None:
         """Remove every hook (the step clock's too)."""

@@ -6,6 +6,8 @@ wall time (shared by every key), so big tensors on a slow device update less oft
 slowing training down. Each key still updates at least once a second (``MAX_WAIT``), unless one
 update of every key takes longer than ``budget`` of that second: then each waits at most that
 total over ``budget`` (12 layers of 2M values on a CPU: about 2.5 s). ``max_rate=0``: always due.
+A key's cost is the median of its last ``COSTS`` updates: one update slowed down by something
+else (a descheduled thread, a garbage collection) does not hold the key, or every key, back.
 
 >>> now = [0.0]
 >>> throttle = Throttle(max_rate=10, now=lambda: now[0])
@@ -20,12 +22,15 @@ True
 
 from __future__ import annotations
 
+import statistics
 import time
+from collections import deque
 from collections.abc import Callable
 
-__all__ = ["MAX_WAIT", "Key", "Throttle"]
+__all__ = ["COSTS", "MAX_WAIT", "Key", "Throttle"]
 
 MAX_WAIT = 1.0  # seconds: the longest the time budget holds an update back, while affordable
+COSTS = 5  # a key's cost is the median of its last this many updates
 Key = tuple[str, str]
 
 
@@ -50,11 +55,12 @@ class Throttle:
         self.now = now
         self.keys = 1  # keys updated in a round (the selection's), see spacing
         self._last: dict[Key, float] = {}
-        self._cost: dict[Key, float] = {}  # seconds the last update of each key took
+        self._took: dict[Key, deque[float]] = {}  # seconds of each key's last COSTS updates
+        self._cost: dict[Key, float] = {}  # their median
 
     @property
     def costs(self) -> dict[Key, float]:
-        """Seconds the last update of each key took (a copy)."""
+        """Seconds an update of each key takes: the median of its last ``COSTS`` (a copy)."""
         return dict(self._cost)
 
     def due(self, key: Key) -> bool:
@@ -69,11 +75,14 @@ class Throttle:
 
     def note_cost(self, key: Key, seconds: float) -> None:
         """Record how long an update of ``key`` took (spaces out its next ones, see ``due``)."""
-        self._cost[key] = seconds
+        took = self._took.setdefault(key, deque(maxlen=COSTS))
+        took.append(seconds)
+        self._cost[key] = statistics.median(took)
 
     def keep(self, wanted: Callable[[Key], bool]) -> None:
         """Forget the costs of keys no longer updated: they would hold the others back."""
         self._cost = {k: c for k, c in self._cost.items() if wanted(k)}
+        self._took = {k: t for k, t in self._took.items() if wanted(k)}
 
     def spacing(self, key: Key, keys: int | None = None) -> float:
         """Seconds between two updates of ``key`` that keep reductions within the budget.

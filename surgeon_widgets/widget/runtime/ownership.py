@@ -1,8 +1,9 @@
 """One live Explorer per model: the newest one owns the model's live hooks.
 
 :func:`claim` records ``owner`` as the model's live owner and returns the one it replaces (if
-still alive), which then removes its hooks and says so in its view. Models and owners are held
-weakly: a collected Explorer or model leaves nothing here.
+still alive), which then removes its hooks and says so in its view. A replaced (or closed)
+owner is read-only: its ``FROZEN`` traits refuse changes, from its view or from Python.
+Models and owners are held weakly: a collected Explorer or model leaves nothing here.
 
 >>> from torch import nn
 >>> class Owner: pass
@@ -19,11 +20,14 @@ from typing import Any
 
 from torch import nn
 
-__all__ = ["REPLACED", "claim", "owner_of", "release", "release_when_collected"]
+__all__ = ["CLOSED", "FROZEN", "REPLACED", "claim", "owner_of", "release", "release_when_collected"]
 
 REPLACED = (
     "Replaced by a newer Explorer on this model: this one removed its hooks and stays frozen."
 )
+CLOSED = "Closed: this Explorer removed its hooks and data; make a new one, Explorer(model)."
+# the traits a replaced or closed Explorer refuses to change (from its view or from Python)
+FROZEN = ("selected", "gradients", "param_layers", "node_in", "node_out", "show_nodes")
 
 _OWNERS: weakref.WeakKeyDictionary[nn.Module, weakref.ref[Any]] = weakref.WeakKeyDictionary()
 _LOCK = threading.Lock()

@@ -10,8 +10,9 @@ change) and never raises into the widget: every failure becomes a line of
 
 Synced traits on the Explorer (``js/PROTOCOL.md`` "Cut"): ``node_in`` / ``node_out`` (wire form:
 dict ``{node: new_name}``; a str or list of names is accepted and normalised by
-:class:`NameMap`), ``cut_report`` (``CutReport.to_dict()``, ``{}`` while nothing is marked),
-``code`` (the Extract/Inspect source).
+:class:`NameMap`), ``cut_report`` (``CutReport.to_dict()`` plus ``code``, the cut's source alone,
+which "Insert as new cell" inserts; ``{}`` while nothing is marked), ``code`` (the Extract and
+Inspect source, which Copy copies).
 
 >>> from torch import nn
 >>> shown = {}
@@ -134,16 +135,19 @@ class CutPanel:
         self._fingerprint: tuple = ()
 
     def refresh(self) -> tuple[CutReport, str]:
-        """Analyse the current marks and show the report and code; return them."""
+        """Analyse the current marks and show the report and code; return the report and the
+        code a new cell gets: the cut's alone when one is marked (the layers' Inspect call
+        stays in ``code``, for Copy), else the Inspect call."""
         marks = self.marks()
         try:
             report = self._analyze(marks)
         except Exception as error:  # never a traceback in the widget
             log.exception("cut analysis failed")
             report = CutReport(problems=(f"cut analysis failed: {type(error).__name__}: {error}",))
-        code = self._code(marks, report)
-        self.show(report.to_dict() if (marks.node_in or marks.node_out) else {}, code)
-        return report, code
+        code, cut_code = self._code(marks, report)
+        marked = marks.node_in or marks.node_out
+        self.show({**report.to_dict(), "code": cut_code} if marked else {}, code)
+        return report, cut_code or code
 
     def submodel(self) -> Extract:
         """``Extract(model, node_in, node_out, example_inputs=...)`` for the current cut.
@@ -169,7 +173,8 @@ class CutPanel:
         return {**self.marks().node_in, **{name: name for name in fix}} if fix else None
 
     def to_cell(self) -> None:
-        """Put the code in a new cell below the running one (IPython's ``set_next_input``)."""
+        """Put the cut's code (or, with no cut, the Inspect call) in a new cell below the running
+        one (IPython's ``set_next_input``)."""
         shell = self.shell()
         if shell is None:
             raise RuntimeError("to_cell() needs IPython; print(explorer.code) instead")
@@ -208,11 +213,11 @@ class CutPanel:
             )  # fmt: skip
         return analyze_cut(traced, _spec(marks.node_in), _spec(marks.node_out))
 
-    def _code(self, marks: Marks, report: CutReport) -> str:
+    def _code(self, marks: Marks, report: CutReport) -> tuple[str, str]:
+        """``(code, cut_code)``: the Extract and Inspect source, and the Extract part alone."""
         namespace = self.namespace()
         model_name = find_variable_name(self.model, namespace)
-        parts: list[str] = []
-        imports: list[str] = []
+        cut, inspect = "", ""
         try:
             if marks.node_in or marks.node_out:
                 inputs_name = None
@@ -220,21 +225,23 @@ class CutPanel:
                     found = find_variable_name(self.example_inputs, namespace)
                     known = namespace.get(found) is self.example_inputs
                     inputs_name = found if known else "example_inputs"
-                snippet = extract_code(_spec(marks.node_in), _spec(marks.node_out), model_name,
-                                       inputs_name)  # fmt: skip
-                imports.append("Extract")
-                parts.append(snippet.split("\n\n", 1)[1])
+                cut = extract_code(_spec(marks.node_in), _spec(marks.node_out), model_name,
+                                   inputs_name).split("\n\n", 1)[1]  # fmt: skip
             selected = _layers_only(self.model, marks.selected)
             if selected:
-                imports.append("Inspect")
-                parts.append(inspect_code(selected, model_name).split("\n\n", 1)[1])
+                inspect = inspect_code(selected, model_name).split("\n\n", 1)[1]
         except (TypeError, ValueError) as error:
-            return f"# no code: {error}"
-        if not parts:
-            return ""
+            return f"# no code: {error}", ""
         head = [f"# not a valid cut yet: {p.splitlines()[0]}" for p in report.problems]
-        body = f"from surgeon_widgets import {', '.join(imports)}\n\n" + "\n".join(parts)
-        return "\n".join([*head, body])
+
+        def source(**parts: str) -> str:
+            found = {name: part for name, part in parts.items() if part}
+            if not found:
+                return ""
+            body = f"from surgeon_widgets import {', '.join(found)}\n\n" + "\n".join(found.values())
+            return "\n".join([*head, body])
+
+        return source(Extract=cut, Inspect=inspect), source(Extract=cut)
 
 
 def _layers_only(model: Any, names: list[str]) -> list[str]:

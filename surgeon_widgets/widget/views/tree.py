@@ -33,6 +33,7 @@ __all__ = [
     "module_rows",
     "node_rows",
     "output_shapes",
+    "seen_shape",
 ]
 
 Row = dict[str, Any]
@@ -141,7 +142,8 @@ def call_model(model: nn.Module, example_inputs: ExampleInputs) -> Any:
 
 
 def output_shapes(model: nn.Module, example_inputs: ExampleInputs) -> dict[str, dict]:
-    """Run ``model`` once (no grad) and return ``{name: {shape, dtype}}`` of each module's output.
+    """Run ``model`` once (no grad) and return ``{name: {shape, dtype, example}}`` of each
+    module's output (``example``: the same ``{shape, dtype}``, kept when later forwards differ).
 
     The first tensor leaf of the first call is shown; modules that did not run are left out.
     The forward runs inside :func:`~surgeon_widgets.engine.guard.internal`: no live view sees it.
@@ -152,7 +154,8 @@ def output_shapes(model: nn.Module, example_inputs: ExampleInputs) -> dict[str, 
         def hook(module: nn.Module, args: Any, output: Any) -> None:
             leaf = first_tensor(output)
             if leaf is not None:
-                shapes.setdefault(name, {"shape": list(leaf.shape), "dtype": _dtype(leaf)})
+                shape = {"shape": list(leaf.shape), "dtype": _dtype(leaf)}
+                shapes.setdefault(name, {**shape, "example": shape})
 
         return hook
 
@@ -161,6 +164,27 @@ def output_shapes(model: nn.Module, example_inputs: ExampleInputs) -> dict[str, 
             hooks.forward(module, record(name), name=name)
         call_model(model, example_inputs)
     return shapes
+
+
+def seen_shape(
+    shapes: Mapping[str, dict], layer: str, shape: list[int], dtype: str
+) -> dict[str, dict] | None:
+    """``shapes`` with ``layer`` showing the latest output shape seen (its example-input
+    shape kept as ``example``), or ``None`` when it already shows that one.
+
+    >>> first = seen_shape({"fc": {"shape": [1, 2], "dtype": "float32",
+    ...                            "example": {"shape": [1, 2], "dtype": "float32"}}},
+    ...                    "fc", [8, 2], "float32")
+    >>> first["fc"]["shape"], first["fc"]["example"]["shape"]
+    ([8, 2], [1, 2])
+    >>> seen_shape(first, "fc", [8, 2], "float32") is None
+    True
+    """
+    old = shapes.get(layer) or {}
+    if old.get("shape") == shape and old.get("dtype") == dtype:
+        return None
+    example = {"example": old["example"]} if "example" in old else {}
+    return {**shapes, layer: {"shape": shape, "dtype": dtype, **example}}
 
 
 def _dtype(t: torch.Tensor) -> str:

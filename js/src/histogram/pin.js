@@ -1,0 +1,93 @@
+// Pinning one step of a history strip: its histogram drawn as an outline over the latest one,
+// both on one value axis (the union of their ranges), so two steps compare at a glance.
+
+/** @typedef {import("../types.js").Item} Item */
+
+/**
+ * The history row a click `y` CSS pixels down a strip `height` pixels tall hits (oldest first).
+ * @param {number} y
+ * @param {number} height
+ * @param {number} rows
+ */
+export function rowAt(y, height, rows) {
+  return Math.min(rows - 1, Math.max(0, Math.floor((y / height) * rows)));
+}
+
+/**
+ * The value axis both histograms share: the union of their finite ranges.
+ * @param {Item} a
+ * @param {Item} b
+ * @returns {[number, number]}
+ */
+export function sharedRange(a, b) {
+  const los = [a.lo, b.lo].filter(Number.isFinite);
+  const his = [a.hi, b.hi].filter(Number.isFinite);
+  return los.length && his.length ? [Math.min(...los), Math.max(...his)] : [a.lo, a.hi];
+}
+
+/**
+ * An item's counts on `bins` equal bins over [lo, hi], each source bin moved by its center
+ * (the heat strip's rule), so histograms over different ranges share one axis.
+ * @param {Item} it
+ * @param {number} lo
+ * @param {number} hi
+ * @param {number} bins
+ */
+export function rebin(it, lo, hi, bins) {
+  const out = new Float64Array(bins);
+  const n = it.counts.length;
+  const w = (it.hi - it.lo) / Math.max(1, n);
+  const span = hi - lo;
+  for (let j = 0; j < n; j++) {
+    const c = it.counts[j];
+    if (!(c > 0)) continue;
+    const center = it.lo + (j + 0.5) * w;
+    const k = span > 0 ? Math.floor(((center - lo) / span) * bins) : bins >> 1;
+    out[Math.min(bins - 1, Math.max(0, k))] += c;
+  }
+  return out;
+}
+
+/**
+ * A histogram's outline (a step line along the bar tops) over what the canvas already shows.
+ * @param {HTMLCanvasElement} canvas
+ * @param {ArrayLike<number>} counts
+ * @param {{ width: number, height: number, color: string, top: number, share: (c: number, max: number) => number }} o
+ */
+export function drawOutline(canvas, counts, { width, height, color, top, share }) {
+  const ctx = /** @type {CanvasRenderingContext2D} */ (canvas.getContext("2d"));
+  const n = counts.length;
+  if (n === 0 || !(top > 0)) return;
+  ctx.strokeStyle = color;
+  ctx.lineWidth = 1.5;
+  ctx.beginPath();
+  let y = height;
+  ctx.moveTo(0, height);
+  for (let i = 0; i < n; i++) {
+    const x0 = (i * width) / n;
+    const x1 = ((i + 1) * width) / n;
+    const c = counts[i];
+    const next = c > 0 ? height - Math.max(1, Math.round(share(c, top) * height)) + 0.75 : height;
+    ctx.lineTo(x0, y);
+    ctx.lineTo(x0, next);
+    ctx.lineTo(x1, next);
+    y = next;
+  }
+  ctx.lineTo(width, height);
+  ctx.stroke();
+}
+
+/**
+ * Mark the pinned row of a heat strip (a frame around it).
+ * @param {HTMLCanvasElement} canvas
+ * @param {number} row
+ * @param {number} rows
+ * @param {{ width: number, height: number, color: string }} o
+ */
+export function markRow(canvas, row, rows, { width, height, color }) {
+  const ctx = /** @type {CanvasRenderingContext2D} */ (canvas.getContext("2d"));
+  const h = height / rows;
+  ctx.strokeStyle = color;
+  ctx.lineWidth = 1;
+  ctx.strokeRect(0.5, Math.round(row * h) + 0.5, width - 1, Math.max(1, Math.round(h) - 1));
+}
