@@ -35,13 +35,13 @@ from .runtime.kernel_comms import connect, main_loop_scheduler
 from .runtime.shown import ShownLater
 from .runtime.still_output import StillOutput
 from .runtime.traits import hand_over
-from .snapshot import Still, render_still
+from .snapshot import Still, render_still, still_bundle
 from .views import tree
 from .views.attention_figure import attention_figure
 from .views.attention_tokens import normalize_tokens
 from .views.cut_panel import CutPanel, Marks, NameMap
 from .views.errors import ErrorList
-from .views.figures import history_figure, with_png
+from .views.figures import history_figure
 from .views.tree_panel import TreePanel
 from .wire import fit_budget, history_snapshot, insert_result, stats_message
 
@@ -299,10 +299,7 @@ class Explorer(ShownLater, FrontEnd):
 
     def _publish_still(self, still: Still) -> dict | tuple:
         self.snapshot = still.state
-        bundle = super()._repr_mimebundle_()  # reads model_id: opens the comm
-        data, metadata = bundle if isinstance(bundle, tuple) else (bundle or {}, None)
-        data = with_png({**data, "text/plain": still.text}, still.png)
-        return data if metadata is None else (data, metadata)
+        return still_bundle(super()._repr_mimebundle_(), still)  # reads model_id: opens the comm
 
     def _send_attention(self, content: dict, buffers: list[bytes]) -> None:
         self.send(content, buffers)

@@ -34,11 +34,11 @@ import torch
 
 from ..engine.attention.capture import reduce_pattern
 from .history import History, Record
-from .views.figures import static_png
+from .views.figures import static_png, with_png
 from .wire import AttentionMap, item
 
 __all__ = ["HISTORY_STEPS", "SNAPSHOT_BUDGET", "THUMBNAIL", "Still", "render_still",
-           "snapshot_state", "state_size", "thumbnail"]  # fmt: skip
+           "snapshot_state", "state_size", "still_bundle", "thumbnail"]  # fmt: skip
 
 SNAPSHOT_BUDGET = 64 * 1024  # bytes of compact JSON per Explorer
 HISTORY_STEPS = 64  # at most this many past steps per key, fewer when the budget says so
@@ -154,3 +154,11 @@ def render_still(
     title = f"{head}) · {last}"
     png = static_png({n: history.layer(n) for n in layers}, pictures, title=title)
     return Still(png, f"{head}, selected={list(layers)!r}, {last})", state)
+
+
+def still_bundle(bundle: dict | tuple | None, still: Still) -> dict | tuple:
+    """The widget's mime ``bundle`` (``data`` or ``(data, metadata)``) with ``still``'s
+    picture and text: what a notebook shows without the widget."""
+    data, metadata = bundle if isinstance(bundle, tuple) else (bundle or {}, None)
+    data = with_png({**data, "text/plain": still.text}, still.png)
+    return data if metadata is None else (data, metadata)
