@@ -12,6 +12,7 @@ import { guardWrites, readOnly } from "./read_only.js";
 import { HistoryStore } from "./histogram/store.js";
 import { nonfiniteLine } from "./nonfinite.js";
 import { recordedLayers } from "./run_mode.js";
+import { keepSnapshot } from "./snapshot.js";
 import { TreeView } from "./tree/view.js";
 
 /** @typedef {import("./types.js").Model} Model */
@@ -37,10 +38,11 @@ function render({ model: host, el }) {
 
   // A fieldset, so a read-only view disables every control in it, those added later too.
   const frozen = h("p", { class: "sw-replaced sw-read-only-note", role: "status" });
+  const right = h("div", { class: "sw-right" }, [controls(model, d), nonfiniteLine(model, d), panels.el, attention.el, hooks.el]);
   const root = h("fieldset", { class: "sw-explorer", "data-lm-suppress-shortcuts": "true" }, [
     frozen,
     h("div", { class: "sw-left" }, [tree.el, cut.el]),
-    h("div", { class: "sw-right" }, [controls(model, d), nonfiniteLine(model, d), panels.el, attention.el, hooks.el]),
+    right,
   ]);
   el.append(root);
   d.add(() => root.remove());
@@ -113,6 +115,14 @@ function render({ model: host, el }) {
   d.onModel(model, "change:closed", paintClosed);
   paintClosed();
 
+  // No kernel for this model (a saved notebook reopened): the panels come from `snapshot`.
+  keepSnapshot(model, d, {
+    root, right, paint: ({ stats, attention: maps, buffers }) => {
+      store.apply(stats, buffers);
+      panels.redrawAll();
+      attention.drawLayers(attention.store.apply(maps, buffers));
+    },
+  });
   model.send({ type: "hello" });
   return () => d.dispose();
 }

@@ -26,7 +26,7 @@
  *   node_in: Record<string, string>, node_out: Record<string, string>,
  *   cut_report: Record<string, any>, code: string, run?: { layers?: string[] }, closed: boolean,
  *   param_layers: string[], nonfinite?: NonFinite[], no_values?: Record<string, string>,
- *   param_notes?: Record<string, string>
+ *   param_notes?: Record<string, string>, snapshot?: Snapshot
  * }} Traits
  */
 
@@ -50,6 +50,15 @@
 /**
  * A WireItem whose histogram has been decoded.
  * @typedef {Omit<WireItem, "hist"> & { counts: ArrayLike<number> }} Item
+ */
+
+/**
+ * The `snapshot` trait (PROTOCOL.md "Snapshot"): what the panels showed, for a view with no kernel.
+ * @typedef {{
+ *   step?: number, training?: boolean | null, left_out?: number,
+ *   stats?: { items: WireItem[], history: Record<string, WireItem[]> },
+ *   attention?: { items: import("./heatmap/store.js").WireMap[] }, buffers?: string[]
+ * }} Snapshot
  */
 
 export {};

@@ -34,13 +34,15 @@ from .runtime.eager_steps import available as eager_only
 from .runtime.handover import Handover, messages_on_model_thread
 from .runtime.kernel_comms import connect, main_loop_scheduler
 from .runtime.shown import ShownLater
+from .runtime.still_output import StillOutput
 from .runtime.traits import hand_over
+from .snapshot import Still, render_still, still_bundle
 from .views import tree
 from .views.attention_figure import attention_figure
 from .views.attention_tokens import normalize_tokens
 from .views.cut_panel import CutPanel, Marks, NameMap
 from .views.errors import ErrorList
-from .views.figures import history_figure, static_png, with_png
+from .views.figures import history_figure
 from .views.tree_panel import TreePanel
 from .wire import fit_budget, history_snapshot, insert_result, stats_message
 
@@ -107,6 +109,7 @@ class Explorer(ShownLater, FrontEnd):
     nonfinite = t.List(t.Instance(NonFinite)).tag(sync=True)  # first NaN / Inf of each key
     no_values = t.Dict().tag(sync=True)  # layer -> why no statistics will come (meta device)
     param_notes = t.Dict().tag(sync=True)  # layer -> why its "parameters" box is off
+    snapshot = t.Dict().tag(sync=True)  # what the panels show, for a notebook with no kernel
     reopen_hint = "make a new one, Explorer(model)"
 
     def __init__(
@@ -148,8 +151,9 @@ class Explorer(ShownLater, FrontEnd):
         self._errors = ErrorList(self._publish_errors)
         self._params_all = params  # every newly selected layer joins param_layers
         self._recompile = RecompileStatus()
+        self._still = StillOutput(self._render_still, self._publish_still)
         self._live = SelectionHooks(
-            self._watched, self._on_records, lambda content, buffers: self.send(content, buffers),
+            self._watched, self._on_records, self._send_attention,
             self._errors.hook_failed, self._errors.add, self._note, max_rate,
             on_meta=lambda layer: self._no_values(layer, meta_ran(layer)),
             before=self._handover.at_forward,
@@ -289,10 +293,29 @@ class Explorer(ShownLater, FrontEnd):
     def _repr_mimebundle_(self, **kwargs: Any) -> dict | tuple | None:
         if self.comm is None and self.closed:
             return None  # as ipywidgets shows a closed widget: its text repr
-        bundle = super()._repr_mimebundle_(**kwargs)  # reads model_id: opens the comm
-        rows = tree.filter_rows(self.rows, self.search)  # the view as the search box shows it
-        layers = {n: self._history.layer(n) for n in self.selected if n in self._tree.layers}
-        return with_png(bundle, static_png(rows, layers))
+        return self._publish_still(self._render_still())
+
+    def _ipython_display_(self, **kwargs: Any) -> None:
+        """IPython shows it as a display with an id, so the static picture follows the data."""
+        self._still.show(self._repr_mimebundle_() or {"text/plain": repr(self)})
+
+    def _render_still(self) -> Still:  # any thread: see runtime.still_output
+        chosen = set(self.selected)
+        layers = [r["name"] for r in self._tree.module_rows if r["name"] in chosen]  # as panels
+        head = f"Explorer({type(self._model).__name__}, {len(self._tree.layers)} layers"
+        return render_still(self._history, layers, self._live.attention.maps(layers), head)
+
+    def _publish_still(self, still: Still) -> dict | tuple:
+        self.snapshot = still.state
+        return still_bundle(super()._repr_mimebundle_(), still)  # reads model_id: opens the comm
+
+    def _send_attention(self, content: dict, buffers: list[bytes]) -> None:
+        self.send(content, buffers)
+        self._shown_changed()
+
+    def _shown_changed(self) -> None:
+        if self.comm is not None and not self.closed:  # shown: its picture and snapshot follow
+            self._still.changed()
 
     def set_state(self, sync_data: dict) -> None:
         """A value from the view the trait refuses (``max_rate=-3``) is shown, not only logged."""
@@ -335,6 +358,7 @@ class Explorer(ShownLater, FrontEnd):
         self.hooks = self._live.sync(selection, in_forward=self._handover.in_forward)
         if layers and self._live.recompiles:
             self.status = self._recompile.changed()
+        self._shown_changed()
 
     @t.observe("node_in", "node_out", "selected")
     def _cut_changed(self, change: Any) -> None:
@@ -370,6 +394,7 @@ class Explorer(ShownLater, FrontEnd):
             if seen is not None:
                 self.shapes = seen
         self.send(*stats_message(fit_budget(records), self._history))
+        self._shown_changed()
 
     def _publish_errors(self, entries: list[dict]) -> None:
         with self._lock:
@@ -388,6 +413,7 @@ class Explorer(ShownLater, FrontEnd):
         if kind != "hello" and self.read_only:  # a read-only view's buttons are off too
             return
         if kind == "hello":  # a new view: everything it missed
+            self._still.viewed = True  # its output now updates by the state, not the display
             self.send(*history_snapshot(self._history))
             self._live.attention.resend()
         elif kind == "insert_cell":
@@ -398,6 +424,7 @@ class Explorer(ShownLater, FrontEnd):
             getattr(self, BUTTONS[kind])()
 
     def _release(self) -> None:
+        self._still.close()
         self._remove_hooks()
         ownership.release(self._model, self)
 

@@ -37,7 +37,6 @@ from ..engine.series import Series
 from ..record import Run, read_run
 from .front_end import FrontEnd
 from .history import Record
-from .views import tree
 from .views.errors import ErrorList
 from .views.figures import history_figure, static_png, with_png
 from .wire import fit_budget, snapshot_message, stats_message
@@ -178,10 +177,9 @@ class RunView(ipywidgets.VBox):
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict | tuple | None:
         bundle = super()._repr_mimebundle_(**kwargs)
-        rows = tree.filter_rows(self.view.rows, self.view.search)
         layers = {n: {k: s.tail(HISTORY) for k, s in self.stats(n).items()}
                   for n in self.view.selected if n in self.run.layers}  # as much as the view shows
-        return with_png(bundle, static_png(rows, layers))
+        return with_png(bundle, static_png(layers, title=f"recorded run {self.run.path.name}"))
 
     # -- following --------------------------------------------------------------------------
 

@@ -78,9 +78,10 @@ def notebook(cells: list[str]) -> dict:
     }
 
 
-def put_notebook(base: str, name: str, cells: list[str]) -> None:
-    """Write a notebook through the server's contents API."""
-    body = json.dumps({"type": "notebook", "content": notebook(cells)}).encode()
+def put_notebook(base: str, name: str, cells: list[str] | dict) -> None:
+    """Write a notebook (code cell sources, or a whole notebook) through the contents API."""
+    content = cells if isinstance(cells, dict) else notebook(cells)
+    body = json.dumps({"type": "notebook", "content": content}).encode()
     request = urllib.request.Request(f"{base}/api/contents/{name}", body, method="PUT")
     request.add_header("Content-Type", "application/json")
     with urllib.request.urlopen(request, timeout=30) as response:
@@ -106,12 +107,13 @@ def notebook_page(
     base: str,
     app: str,
     name: str,
-    cells: list[str],
+    cells: list[str] | dict,
     *,
     viewport: tuple[int, int] = (1400, 1000),
 ) -> Iterator[tuple[object, list[str]]]:
-    """Write notebook ``name`` with ``cells`` to the server at ``base``, open it in ``app``
-    ("lab" or "notebook") in a new context of ``browser`` and yield ``(page, errors)``:
+    """Write notebook ``name`` with ``cells`` (or a whole notebook) to the server at ``base``,
+    open it in ``app`` ("lab" or "notebook") in a new context of ``browser`` and yield
+    ``(page, errors)``:
     ``errors`` collects the page's uncaught errors but :func:`known_app_error`.
 
     Every wait has a 60 s default (CI machines can be busy). An exception raised inside gets

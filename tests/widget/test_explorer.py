@@ -18,7 +18,6 @@ from torch import nn
 from surgeon_widgets import UnknownNameError, get_layers, get_nodes
 from surgeon_widgets.engine.registry import live_hooks
 from surgeon_widgets.widget import Explorer
-from surgeon_widgets.widget.views import tree
 from surgeon_widgets.widget.wire import BUDGET
 
 
@@ -348,17 +347,6 @@ def test_payload_bound_is_an_upper_bound():
         record = Record(f"{name}/output[1][0]", name, "output[1][0]", "gradient", 10**12,
                         tensor_stats(t))  # fmt: skip
         assert payload_size(record) <= _bound(record)
-
-
-def test_static_fallback_follows_search(make):
-    ex = make(torchvision.models.resnet18())
-    ex.search = "downsample"
-    rows = tree.filter_rows(ex.rows, ex.search)
-    names = [r["name"] for r in rows]
-    assert "layer2.0.downsample.0" in names and "layer2.0" in names and "layer2" in names
-    assert "conv1" not in names
-    bundle = ex._repr_mimebundle_()
-    assert "image/png" in (bundle[0] if isinstance(bundle, tuple) else bundle)
 
 
 def test_unknown_constructor_argument_gets_a_hint():

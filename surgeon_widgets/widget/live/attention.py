@@ -176,15 +176,19 @@ class AttentionView:
         self._batch[layer] = batch
         self.resend([layer])
 
-    def message(self, layers: Iterable[str] | None = None) -> Message:
-        """One ``attention`` message with the latest maps of ``layers`` (default: all kept)."""
-        names = [n for n in (self._latest if layers is None else layers) if n in self._latest]
-        maps = [
-            AttentionMap(n, self._latest[n], self._batch.get(n, 0), self._steps.get(n, 0),
+    def maps(self, layers: Iterable[str] | None = None) -> list[AttentionMap]:
+        """The latest kept map of ``layers`` (default: all kept), as each is shown."""
+        latest = dict(self._latest)  # hooks may add one meanwhile (a static picture's thread)
+        names = [n for n in (latest if layers is None else layers) if n in latest]
+        return [
+            AttentionMap(n, latest[n], self._batch.get(n, 0), self._steps.get(n, 0),
                          self._modes.get(n))
             for n in names
         ]  # fmt: skip
-        return attention_update(maps, self.tokens, self.max_size)
+
+    def message(self, layers: Iterable[str] | None = None) -> Message:
+        """One ``attention`` message with the latest maps of ``layers`` (default: all kept)."""
+        return attention_update(self.maps(layers), self.tokens, self.max_size)
 
     def resend(self, layers: Iterable[str] | None = None) -> None:
         content, buffers = self.message(layers)

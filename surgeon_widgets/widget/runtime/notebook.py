@@ -1,21 +1,26 @@
-"""The notebook around the widget: IPython's shell and the user's namespace, marimo.
+"""The notebook around the widget: IPython's shell and the user's namespace, marimo, displays.
 
 Each is read from ``sys.modules`` only: a front end that runs the widget has imported its
 package already, and importing IPython or marimo here would cost a script their start-up.
 Without one (a script, a test, another front end) the fallbacks are ``None``, an empty
-namespace and ``False``; ``modules`` forces them (it stands for ``sys.modules``).
+namespace and ``False``, a display that publishes nothing (``False``) and a cell end that never
+comes; ``modules`` forces them (it stands for ``sys.modules``). Displays use IPython's public
+``display(..., display_id=...)`` / ``update_display`` and the shell's ``post_execute`` event.
 
 >>> shell(modules={}), dict(user_namespace(modules={})), in_marimo(modules={})
 (None, {}, False)
+>>> publish({"text/plain": "x"}, "id", modules={}), on_cell_end(print, modules={})()
+(False, None)
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["in_marimo", "shell", "user_namespace"]
+__all__ = ["in_marimo", "on_cell_end", "publish", "shell", "user_namespace"]
 
 
 def shell(modules: Mapping[str, Any] | None = None) -> Any:
@@ -39,3 +44,35 @@ def in_marimo(modules: Mapping[str, Any] | None = None) -> bool:
         return bool(marimo is not None and marimo.running_in_notebook())
     except Exception:  # an older or partial marimo: treated as not marimo
         return False
+
+
+def publish(
+    bundle: Mapping[str, Any] | tuple, display_id: str, update: bool = False,
+    modules: Mapping[str, Any] | None = None,
+) -> bool:  # fmt: skip
+    """Show the mime ``bundle`` (``data`` or ``(data, metadata)``) as display ``display_id``
+    (``update``: replace what that display shows, wherever it is); ``False`` where no IPython
+    shows it."""
+    module = (sys.modules if modules is None else modules).get("IPython.display")
+    if shell(modules) is None or module is None:
+        return False
+    data, metadata = bundle if isinstance(bundle, tuple) else (bundle, None)
+    show = module.update_display if update else module.display
+    show(dict(data), metadata=metadata, raw=True, display_id=display_id)
+    return True
+
+
+def on_cell_end(
+    callback: Callable[[], None], modules: Mapping[str, Any] | None = None
+) -> Callable[[], None]:
+    """Call ``callback`` after every cell (IPython's ``post_execute``); returns the undo."""
+    events = getattr(shell(modules), "events", None)
+    if events is None:
+        return lambda: None
+    events.register("post_execute", callback)
+
+    def undo() -> None:
+        with contextlib.suppress(ValueError):  # gone already (IPython drops one that raised)
+            events.unregister("post_execute", callback)
+
+    return undo

@@ -1,4 +1,4 @@
-"""Matplotlib views of the live stats: histogram history (for papers) and a static PNG fallback.
+"""Matplotlib views of the live stats: histogram history (for papers) and the static picture.
 
 Figures are built with ``matplotlib.figure.Figure`` (no pyplot), so nothing is shown or kept
 in global state unless the caller does so.
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import base64
 import io
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -24,7 +24,14 @@ from matplotlib.figure import Figure
 
 from ..history import Series
 
-__all__ = ["NotebookFigure", "history_figure", "regrid", "static_png", "with_png"]
+__all__ = [
+    "HISTOGRAM_COLOR", "STILL_DPI", "STILL_SIZE", "NotebookFigure", "history_figure", "regrid",
+    "static_png", "with_png",
+]  # fmt: skip
+
+STILL_SIZE = (4.0, 2.6)  # inches of one plot of the static picture
+STILL_DPI = 80
+HISTOGRAM_COLOR = "#4c72b0"
 
 
 class NotebookFigure(Figure):
@@ -131,25 +138,52 @@ def with_png(bundle: dict | tuple | None, png: bytes) -> dict | tuple:
 
 
 def static_png(
-    rows: Sequence[Mapping[str, Any]],
     layers: Mapping[str, Mapping[str, Series]],
-    max_rows: int = 40,
+    attention: Mapping[str, np.ndarray] | None = None,
+    title: str = "",
 ) -> bytes:
-    """PNG of the current view: the top of the tree, then each selected layer's stats."""
-    series = {k: s for per in layers.values() for k, s in per.items()}
-    n = len(series)
-    tree_height = 0.2 * min(len(rows), max_rows) + 0.6
-    fig = Figure(figsize=(10, tree_height + 2.6 * n), layout="constrained")
-    sub = fig.subfigures(2, 1, height_ratios=[tree_height, 2.6 * n or 0.01])
-    lines = [f"{'  ' * r['depth']}{r['name']}  {r['cls']}  {r['params']:,}" for r in rows]
-    lines = lines[:max_rows]
-    if len(rows) > max_rows:
-        lines.append(f"... {len(rows) - max_rows} more rows")
-    sub[0].text(
-        0.01, 0.98, "\n".join(lines) or "(no modules)", va="top", family="monospace", fontsize=8
-    )
-    if n:
-        _draw(sub[1], series, 0, n)
+    """PNG of what the panels show: each selected layer's latest histograms (one plot per
+    key, ``layers`` in the panels' order), then each attention map (mean of heads).
+
+    A notebook without the widget (a saved file, GitHub, ``nbconvert --to html``) shows this.
+    Every plot is ``STILL_SIZE`` (inches at ``STILL_DPI``), two a row. Cheap to draw (one
+    artist a histogram, fixed margins): it is redrawn while the model trains.
+    """
+    series = [(k, s) for per in layers.values() for k, s in per.items() if s.values]
+    maps = list((attention or {}).items())
+    n = len(series) + len(maps)
+    cols = 1 if n <= 1 else 2
+    rows = max(1, -(-n // cols))
+    width, height = STILL_SIZE
+    fig = Figure(figsize=(width * cols, height * rows + 0.4))
+    top = 1 - 0.4 / (height * rows + 0.4)
+    fig.subplots_adjust(left=0.14 / cols, right=1 - 0.04 / cols, bottom=0.2 / rows,
+                        top=top - 0.1 / rows, wspace=0.3, hspace=0.75)  # fmt: skip
+    if title:
+        fig.suptitle(title, fontsize=9, y=1 - 0.12 / (height * rows + 0.4))
+    if not n:
+        fig.text(0.5, 0.5, "no layer recorded yet: select layers and run the model",
+                 ha="center", va="center", fontsize=9)  # fmt: skip
+    for i, (key, s) in enumerate(series):
+        ax = fig.add_subplot(rows, cols, i + 1)
+        last = s.latest
+        hi = last.hi if last.hi > last.lo else last.lo + 1.0
+        ax.stairs(last.hist, np.linspace(last.lo, hi, len(last.hist) + 1), fill=True,
+                  color=HISTOGRAM_COLOR)  # fmt: skip
+        training = s.training[-1] if s.training else None  # a recorded run has none
+        mode = "" if training is None else (" · train" if training else " · eval")
+        ax.set_title(f"{key} · {s.kind} · step {s.steps[-1]}{mode}", fontsize=8)
+        ax.set_xlabel(_summary(last), fontsize=7)
+        ax.set_ylabel("count", fontsize=7)
+        ax.tick_params(labelsize=7)
+    for j, (layer, data) in enumerate(maps):
+        ax = fig.add_subplot(rows, cols, len(series) + j + 1)
+        ax.imshow(data, cmap="viridis", vmin=0.0, vmax=max(float(data.max()), 1e-12),
+                  interpolation="nearest", aspect="auto")  # fmt: skip
+        ax.set_title(f"attention of {layer} · mean of heads", fontsize=8)
+        ax.set_xlabel("key", fontsize=7)
+        ax.set_ylabel("query", fontsize=7)
+        ax.tick_params(labelsize=7)
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=80)
+    fig.savefig(buffer, format="png", dpi=STILL_DPI)
     return buffer.getvalue()
