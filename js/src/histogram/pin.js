@@ -26,8 +26,9 @@ export function sharedRange(a, b) {
 }
 
 /**
- * An item's counts on `bins` equal bins over [lo, hi], each source bin moved by its center
- * (the heat strip's rule), so histograms over different ranges share one axis.
+ * An item's counts on `bins` equal bins over [lo, hi], each source bin's count spread over the
+ * target bins it overlaps (in proportion), so histograms over different ranges share one axis
+ * without the comb pattern that moving whole bins gives.
  * @param {Item} it
  * @param {number} lo
  * @param {number} hi
@@ -38,12 +39,19 @@ export function rebin(it, lo, hi, bins) {
   const n = it.counts.length;
   const w = (it.hi - it.lo) / Math.max(1, n);
   const span = hi - lo;
+  const at = (/** @type {number} */ x) => (span > 0 ? ((x - lo) / span) * bins : bins / 2);
   for (let j = 0; j < n; j++) {
     const c = it.counts[j];
     if (!(c > 0)) continue;
-    const center = it.lo + (j + 0.5) * w;
-    const k = span > 0 ? Math.floor(((center - lo) / span) * bins) : bins >> 1;
-    out[Math.min(bins - 1, Math.max(0, k))] += c;
+    const a = Math.min(bins, Math.max(0, at(it.lo + j * w)));
+    const b = Math.min(bins, Math.max(0, at(it.lo + (j + 1) * w)));
+    if (!(b - a > 1e-12)) { // a zero-width bin (one value): all of it where it lies
+      out[Math.min(bins - 1, Math.floor(a))] += c;
+      continue;
+    }
+    for (let k = Math.floor(a); k < b && k < bins; k++) {
+      out[k] += (c * (Math.min(b, k + 1) - Math.max(a, k))) / (b - a);
+    }
   }
   return out;
 }
