@@ -66,11 +66,11 @@ def test_bert_cut_between_nodes(bert):
     # printed, the summary names the output as asked, not by export's node (layer_norm_4)
     assert (
         repr(cut.summary)
-        == "{'input': ('attention_mask', 'h'), 'output': 'encoder.layer.1.output'}"
+        == "{'input': ('attention_mask', 'h'), 'output': encoder.layer.1.output}"
     )
     both = Extract(bert, node_out={"encoder.layer.1.output": "last", "pooler": "pooled"},
                    example_inputs=inputs)  # fmt: skip
-    assert "'output': {'last': 'encoder.layer.1.output', 'pooled': 'pooler'}" in repr(both.summary)
+    assert "'output': {'last': encoder.layer.1.output, 'pooled': pooler}" in repr(both.summary)
     assert cut.summary["output"].meta["surgeon_name"] == "encoder.layer.1.output.LayerNorm"
 
 

@@ -62,7 +62,6 @@ def test_sigterm_stops_a_run_and_a_killed_writer_loses_one(tmp_path):
     run = read_run(term / "run")
     assert run.state == "stopped" and run.status["signal"] == "SIGTERM", run.status
     assert run.wait(0) and run.steps[:4] == [0, 1, 2, 3]
-    assert run.status["step"] == run.steps[-1]  # the last step ended, not the count of calls
     # the user's handler ran after ours (it saw stopped) and chose the exit code; rank 1 had
     # none: the default action, the process ends by SIGTERM as without the Recorder
     assert (term / "user_handler_ran").read_text() == "stopped"

@@ -58,10 +58,17 @@ class Summary(dict):
         return cls(inputs, output, leaks, asked)
 
     def __repr__(self) -> str:
-        def name(node: fx.Node) -> Any:
-            return self.asked.get(node.name) or node.meta.get(NAME, node.name)
+        def name(node: fx.Node) -> Any:  # unquoted, as surgeon-pytorch prints a node
+            return _Bare(self.asked.get(node.name) or node.meta.get(NAME, node.name))
 
         return repr({"input": self["input"], "output": fx.node.map_arg(self["output"], name)})
+
+
+class _Bare(str):
+    """A name printed bare, as ``repr`` of an fx node prints its name."""
+
+    def __repr__(self) -> str:
+        return str(self)
 
 
 def _asked_names(graph: fx.Graph, node_out: NameSpec | None, keep: bool) -> dict[str, str]:
