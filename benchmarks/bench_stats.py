@@ -4,7 +4,8 @@ Arms on one tensor, one thread: ``x.sum()`` (the floor: one read), ``tensor_stat
 and ``aminmax+histc+moments`` (what one would write by hand: ``torch.aminmax``, ``torch.histc``
 over ``[min, max]``, ``torch.std_mean`` and ``torch.linalg.vector_norm``, on the float32 upcast
 for float16/bfloat16). Sizes 1e5, 1e6, 1e7 (full mode also 1e8) of ``randn * 3 + 1`` through a
-ReLU (a third zeros, like an activation), for float32, float16 and bfloat16; 1e3 and 1e4 show the fixed cost of a call (microseconds).
+ReLU (a third zeros, like an activation), for float32, float16 and bfloat16; 1e3 and 1e4 show
+the fixed cost of a call (printed in microseconds).
 
 Rounds run every arm once, in a shuffled order (drift of the machine hits all arms alike); an
 arm's sample is the time of enough calls to last about 20 ms; the figure is the median per call
@@ -80,7 +81,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--clock", choices=list(CLOCKS), default="cpu")
     parser.add_argument("--sizes", help="comma-separated sizes instead of the mode's, e.g. 1e4,1e7")
-    parser.add_argument("--dtypes", default=",".join(DTYPES), help="comma-separated, of " + ", ".join(DTYPES))
+    parser.add_argument("--dtypes", default=",".join(DTYPES), help=f"of {list(DTYPES)}")
     args = parser.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(0)

@@ -169,9 +169,10 @@ def _sample_index(numel: int, device: torch.device) -> torch.Tensor:
         if len(cache) > 32:
             cache.clear()
         runs = SAMPLE // RUN
-        jitter = torch.rand(runs, generator=torch.Generator().manual_seed(numel), dtype=torch.float64)
-        starts = ((torch.arange(runs, dtype=torch.float64) + jitter) * ((numel - RUN) / runs)).long()
-        places = (starts[:, None] + torch.arange(RUN)).reshape(-1)
+        seeded = torch.Generator().manual_seed(numel)
+        jitter = torch.rand(runs, generator=seeded, dtype=torch.float64)
+        starts = (torch.arange(runs, dtype=torch.float64) + jitter) * ((numel - RUN) / runs)
+        places = (starts.long()[:, None] + torch.arange(RUN)).reshape(-1)
         cache[key] = places.clamp_(max=numel - 1).to(device)
     return cache[key]
 
