@@ -38,6 +38,7 @@ __all__ = ["BINS", "ROW", "SAMPLE", "SAMPLED_FROM", "TensorStats", "tensor_stats
 BINS = 64
 SAMPLE = 1 << 16  # values binned from a large tensor: 64 bins of ~1,000 each
 SAMPLED_FROM = 1 << 18  # tensors of this many values or more get a sampled histogram
+SMALL = 1 << 16  # smaller tensors are reduced on the host after one transfer of their values
 CHUNK = 1 << 17  # values reduced together on a CPU: 512 KB of float32 stays in L2
 DEVICE_CHUNK = 1 << 22  # on accelerators: few kernel launches, temporaries of 16 MB at most
 ROW = 1024  # the exact pass's float32 sums of squares run over rows of this many values
@@ -124,8 +125,12 @@ def tensor_stats(tensor: torch.Tensor, bins: int = BINS) -> TensorStats:
                            0.0, 0, 0, 0.0, 0.0, empty, note)  # fmt: skip
     flat = t.reshape(-1)
     work = _work_dtype(t)
-    packed, sampled = _one_pass(flat, work, bins)
-    stats = _finish(packed.cpu().numpy(), t, numel, note, work, sampled)
+    if numel < SMALL:
+        packed, sampled = _small_pass(flat, work, bins), 0
+    else:
+        one, sampled = _one_pass(flat, work, bins)
+        packed = one.cpu().numpy()
+    stats = _finish(packed, t, numel, note, work, sampled)
     if stats is not None:
         return stats
     return _exact(flat, t, numel, bins, note, work)
@@ -175,6 +180,22 @@ def _sample_index(numel: int, device: torch.device) -> torch.Tensor:
         places = (starts.long()[:, None] + torch.arange(RUN)).reshape(-1)
         cache[key] = places.clamp_(max=numel - 1).to(device)
     return cache[key]
+
+
+def _small_pass(flat: torch.Tensor, work: torch.dtype, bins: int) -> np.ndarray:
+    """``_one_pass``'s numbers for a tensor of fewer than ``SMALL`` values: one transfer of the
+    values, then a few numpy calls (a torch call's fixed cost outweighs its work here)."""
+    v = _as_work(flat, work, None).cpu().numpy()
+    x = v.astype(np.float64)
+    with np.errstate(all="ignore"):  # NaN/Inf go to the exact pass: no warning about them
+        total, square, lo, hi = float(x.sum()), float(x @ x), float(v.min()), float(v.max())
+    packed = np.zeros(5 + bins)
+    packed[:5] = total, np.count_nonzero(v), math.sqrt(square), lo, hi  # NaN stays NaN
+    if math.isfinite(total + square + (hi - lo)):  # else _finish hands over to the exact pass
+        scale = bins / max(hi - lo, bins / float(np.finfo(v.dtype).max))
+        bin_of = np.clip((x - lo) * scale, 0, bins - 1).astype(np.intp)
+        packed[5:] = np.bincount(bin_of, minlength=bins)
+    return packed
 
 
 def _one_pass(flat: torch.Tensor, work: torch.dtype, bins: int) -> tuple[torch.Tensor, int]:
