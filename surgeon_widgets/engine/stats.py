@@ -1,12 +1,15 @@
 """On-device reductions of one tensor: moments, min/max, L2 norm, NaN/Inf/zero counts, a histogram.
 
-One read of the tensor, in chunks that stay in a core's L2 cache: per chunk its sum, min/max,
-count of non-zeros and float32 sums of squares over rows of ``ROW`` values (rows and chunks are
-added in float64, so nothing drifts with the tensor's size). The ``BINS``-bin histogram spans
-the exact ``[min, max]``; it bins every value, or a fixed stratified sample of ``SAMPLE`` values
-once the tensor has ``SAMPLED_FROM`` or more (``TensorStats.sampled``). Everything is packed
-into one tensor that crosses to the CPU once (no ``.item()`` per stat, so the same code is right
-on CUDA). float16/bfloat16 chunks are upcast to float32 in a chunk-sized buffer, never copied whole.
+One read of the tensor, in chunks that stay in a core's L2 cache: per chunk its float32 sum of
+squares (a dot product, the first op: it pays for reading the chunk), sum, max, min, and the
+count of non-zeros (the dot product of its signs); chunks add up in float64, so nothing drifts
+with the tensor's size. A tensor of fewer than ``SMALL`` values crosses to the host once and is
+reduced there with numpy in float64 (a torch call's fixed cost outweighs its work). The
+``BINS``-bin histogram spans the exact ``[min, max]``; it bins every value, or a fixed
+stratified sample of ``SAMPLE`` values (runs of ``RUN`` neighbours) once the tensor has
+``SAMPLED_FROM`` or more (``TensorStats.sampled``). Everything is packed into one tensor that
+crosses to the CPU once (no ``.item()`` per stat, so the same code is right on CUDA).
+float16/bfloat16 chunks are upcast to float32 in a chunk-sized buffer, never copied whole.
 
 A tensor the one pass cannot summarise exactly takes a second, exact pass (and a second transfer):
 NaN/Inf values, squares that over- or underflow, or a mean so far from zero that the variance
@@ -33,7 +36,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-__all__ = ["BINS", "ROW", "SAMPLE", "SAMPLED_FROM", "TensorStats", "tensor_stats"]
+__all__ = ["BINS", "ROW", "SAMPLE", "SAMPLED_FROM", "SMALL", "TensorStats", "tensor_stats"]
 
 BINS = 64
 SAMPLE = 1 << 16  # values binned from a large tensor: 64 bins of ~1,000 each
