@@ -4,7 +4,8 @@ Arms on one tensor, one thread: ``x.sum()`` (the floor: one read), ``tensor_stat
 and ``aminmax+histc+moments`` (what one would write by hand: ``torch.aminmax``, ``torch.histc``
 over ``[min, max]``, ``torch.std_mean`` and ``torch.linalg.vector_norm``, on the float32 upcast
 for float16/bfloat16). Sizes 1e5, 1e6, 1e7 (full mode also 1e8) of ``randn * 3 + 1`` through a
-ReLU (a third zeros, like an activation), for float32, float16 and bfloat16.
+ReLU (a third zeros, like an activation), for float32, float16 and bfloat16; 1e3 and 1e4 show
+the fixed cost of a call (printed in microseconds).
 
 Rounds run every arm once, in a shuffled order (drift of the machine hits all arms alike); an
 arm's sample is the time of enough calls to last about 20 ms; the figure is the median per call
@@ -79,23 +80,28 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--clock", choices=list(CLOCKS), default="cpu")
+    parser.add_argument("--sizes", help="comma-separated sizes instead of the mode's, e.g. 1e4,1e7")
+    parser.add_argument("--dtypes", default=",".join(DTYPES), help=f"of {list(DTYPES)}")
     args = parser.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    sizes = [10**5, 10**6, 10**7] + ([] if args.quick else [10**8])
+    sizes = [10**3, 10**4, 10**5, 10**6, 10**7] + ([] if args.quick else [10**8])
+    if args.sizes:
+        sizes = [int(float(size)) for size in args.sizes.split(",")]
+    dtypes = {name: DTYPES[name] for name in args.dtypes.split(",")}
     rounds = 5 if args.quick else 15
     clock = CLOCKS[args.clock]
     print(f"# one thread, {args.clock} clock, median of {rounds} interleaved rounds per size")
     for numel in sizes:
         base = torch.relu(torch.randn(numel) * 3 + 1)
-        for name, dtype in DTYPES.items():
+        for name, dtype in dtypes.items():
             x = base.to(dtype)
             got = measure(x, rounds, clock)
             label = f"{numel:.0e} {name}"
             s = tensor_stats(x)
-            print(f"# [{label}] sum {got['sum'] * 1e3:.3f} ms, ours "
-                  f"{got['tensor_stats'] * 1e3:.3f} ms, by hand "
-                  f"{got['aminmax+histc+moments'] * 1e3:.3f} ms; histogram of "
+            print(f"# [{label}] sum {got['sum'] * 1e6:.1f} us, ours "
+                  f"{got['tensor_stats'] * 1e6:.1f} us, by hand "
+                  f"{got['aminmax+histc+moments'] * 1e6:.1f} us; histogram of "
                   f"{s.sampled or s.numel} values")  # fmt: skip
             ours = got["tensor_stats"] / got["sum"]
             line = f"tensor_stats/sum[{label}]: {ours:.2f}"

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from surgeon_widgets.engine.stats import BINS, SAMPLE, SAMPLED_FROM, tensor_stats
+from surgeon_widgets.engine.stats import BINS, SAMPLE, SAMPLED_FROM, SMALL, tensor_stats
 
 
 def _reference(t: torch.Tensor) -> dict:
@@ -214,3 +214,17 @@ def test_std_does_not_drift_on_ten_million_values():
     got, ref = tensor_stats(t), _reference64(t)
     for key in ("mean", "std", "l2"):
         assert getattr(got, key) == pytest.approx(ref[key], rel=1e-7), key
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_either_side_of_the_host_path_equals_a_float64_reference(dtype):
+    # below SMALL values the stats are finished on the host, from SMALL on by chunks on device
+    t = _conv_activations()["dropout"].reshape(-1)[: 2 * SMALL].to(dtype)
+    for part in (t[: SMALL - 1], t[:SMALL]):
+        got, ref = tensor_stats(part), _reference64(part)
+        for key in ("mean", "std", "l2"):
+            assert getattr(got, key) == pytest.approx(ref[key], rel=1e-6), key
+        assert (got.min, got.max, got.sampled) == (ref["min"], ref["max"], 0)
+        assert round(got.zeros * got.numel) == ref["zeros"]  # -0.0 counts as a zero
+        exact = torch.histc(part.double(), BINS, ref["min"], ref["max"]).numpy()
+        assert got.hist.sum() == part.numel() and np.abs(got.hist - exact).sum() <= 4

@@ -8,6 +8,9 @@ update of every key takes longer than ``budget`` of that second: then each waits
 total over ``budget`` (12 layers of 2M values on a CPU: about 2.5 s). ``max_rate=0``: always due.
 A key's cost is the median of its last ``COSTS`` updates: one update slowed down by something
 else (a descheduled thread, a garbage collection) does not hold the key, or every key, back.
+Updates happen only when a hook fires (once a step), so one comes up to a step past its
+spacing; the next is due that much sooner (unless it came over half a spacing late: a pause):
+on average keys are spaced as the budget allows, not half a step more.
 
 >>> now = [0.0]
 >>> throttle = Throttle(max_rate=10, now=lambda: now[0])
@@ -57,6 +60,7 @@ class Throttle:
         self._last: dict[Key, float] = {}
         self._took: dict[Key, deque[float]] = {}  # seconds of each key's last COSTS updates
         self._cost: dict[Key, float] = {}  # their median
+        self._late: dict[Key, float] = {}  # seconds past its spacing, carried to the next one
         self.spent = 0.0  # seconds of every update noted so far
 
     @property
@@ -69,7 +73,13 @@ class Throttle:
         if not self.ready(key):
             return False
         if self.max_rate > 0:
-            self._last[key] = self.now()
+            now = self.now()
+            if key in self._last:  # how much later than its spacing this update came
+                spacing = self.spacing(key)
+                late = self._late.get(key, 0.0) + now - self._last[key] - spacing
+                # later than half a spacing is a pause (no forwards), not a step's rounding
+                self._late[key] = late if 0.0 < late <= spacing / 2 else 0.0
+            self._last[key] = now
         return True
 
     def ready(self, key: Key) -> bool:
@@ -77,7 +87,10 @@ class Throttle:
         if self.max_rate <= 0:
             return True
         elapsed = self.now() - self._last.get(key, -1e9)
-        return elapsed >= 1.0 / self.max_rate and elapsed >= self.spacing(key)
+        # due once the spacing is reached, less what earlier updates came late: updates come
+        # only at a forward, so each would otherwise wait the rest of a step beyond its spacing
+        spaced = self.spacing(key) - self._late.get(key, 0.0)
+        return elapsed >= 1.0 / self.max_rate and elapsed >= spaced
 
     def seen(self, wanted: Callable[[Key], bool]) -> list[Key]:
         """The keys among those updated so far for which ``wanted(key)`` holds."""
@@ -94,6 +107,7 @@ class Throttle:
         """Forget the costs of keys no longer updated: they would hold the others back."""
         self._cost = {k: c for k, c in self._cost.items() if wanted(k)}
         self._took = {k: t for k, t in self._took.items() if wanted(k)}
+        self._late = {k: t for k, t in self._late.items() if wanted(k)}
 
     def spacing(self, key: Key, keys: int | None = None) -> float:
         """Seconds between two updates of ``key`` that keep reductions within the budget.
