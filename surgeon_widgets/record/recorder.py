@@ -409,7 +409,8 @@ class Recorder:
             self._pending.append((index, flat_values(value, copy=True)))
         else:
             i = slice(index, index + 1)
-            x = flat_values(value, copy=False).to(torch.float64)
+            values = flat_values(value, copy=False)
+            x = self._work.get(values.numel(), torch.float64, values.device, 3).copy_(values)
             accumulate(self._sums[i], self._maxes[i], x, None, self._centre_list[index], self._work)
         self.cost.hook_seconds += time.perf_counter() - start
 
@@ -478,7 +479,10 @@ class Recorder:
         self.cost.recorded += 1
         if self._writer is not None:
             which = np.flatnonzero(rows[:, 0] > 0).tolist()
-            self.cost.bytes_written += self._writer.append(self._step, rows, hists, which)
+            # the heartbeat rewrites the status within a second: a rename per step costs more
+            # than recording every key
+            self.cost.bytes_written += self._writer.append(self._step, rows, hists, which,
+                                                           beat=False)  # fmt: skip
 
 
 @functools.lru_cache(maxsize=1024)
