@@ -4,14 +4,11 @@ One call reduces a batch of values, each tagged with its key's row (``rows``; ``
 value goes to the single row given): finite/NaN/zero counts, the float64 sum, the sum of squares
 centred on each row's own mean in this batch (``m2``) and ``sum**2 / n`` (which the merge needs
 to combine centred sums exactly), exact finite min/max, and the fixed log-spaced buckets
-(:mod:`.buckets`). The bucket count also gives the finite and NaN counts (each row has a slot
-for the infinities and one for NaN after its buckets), and the non-finite values are replaced
-by their row's mean once, which leaves the finite min/max as they are and centres to 0, so
-each pass over the values serves several statistics. The number of tensor operations does not
-depend on how many keys are in the batch, which is what keeps the recorder's cost per key
-small; every temporary lives in a reused :class:`Workspace` (fresh multi-megabyte CPU tensors
-page-fault on every call and cost more than the arithmetic). Counts that the host knows (calls,
-numel, shapes, modes) are not accumulated here.
+(:mod:`.buckets`). The number of tensor operations does not depend on how many keys are in
+the batch, which is what keeps the recorder's cost per key small; every temporary lives in a
+reused :class:`Workspace` (fresh multi-megabyte CPU tensors page-fault on every call and cost
+more than the arithmetic). Counts that the host knows (calls, numel, shapes, modes) are not
+accumulated here.
 
 >>> import torch
 >>> from surgeon_widgets.record.layout import MAX_WIDTH, SUM_WIDTH, FINITE, NANS, HIST
@@ -103,51 +100,35 @@ def accumulate(
             return torch.bincount(rows, weights=values, minlength=k)
         return torch.zeros(k, dtype=torch.float64, device=device).index_add_(0, rows, values)
 
-    # the buckets first: with one slot for the infinities and one for NaN after each row's
-    # buckets, they also count the finite values and the NaNs of each row
+    n = per_row(finite)
+    nans = per_row(torch.ne(x, x, out=flag))
+    zeros = per_row(torch.eq(x, 0.0, out=flag))
+    total = per_row(f1.copy_(x).masked_fill_(bad, 0.0))
+    mean = total / n.clamp(min=1.0)
+    d = f1.sub_(mean if rows is None else torch.index_select(mean, 0, rows, out=f2))
+    m2 = per_row(d.masked_fill_(bad, 0.0).mul_(d))  # x - mean, 0 where x is not finite, squared
+    new = torch.stack([n, nans, zeros, total, m2, total * total / n.clamp(min=1.0)], 1)
+    # max and -min of the finite values (-inf where there are none)
+    high = f1.copy_(x).masked_fill_(bad, -INF)
+    low = torch.neg(x, out=f2).masked_fill_(bad, -INF)
+    if rows is None:
+        extremes = torch.stack([high.amax(), low.amax()]).view(1, 2)
+    else:
+        extremes = torch.full((2, k), -INF, dtype=torch.float64, device=device)
+        extremes[0].scatter_reduce_(0, rows, high, "amax")
+        extremes[1].scatter_reduce_(0, rows, low, "amax")
+        extremes = extremes.T
     if rows is None:
         shifted = torch.sub(x, centre, out=f1)
     else:
         shifted = torch.sub(x, torch.index_select(centre, 0, rows, out=f1), out=f1)
     index = bucket_index(shifted, bad, buffer(torch.float32), buffer(torch.int32, 1),
                          buffer(torch.int32, 2))  # fmt: skip
-    index.masked_fill_(torch.ne(x, x, out=flag), BUCKETS + 1)
-    width = BUCKETS + 2
-    if rows is not None:  # row r's slots are r * width + ...
-        index = torch.add(index, rows, alpha=width, out=buffer(torch.int64))
-    counts = _count(index, k * width).view(k, width)
-    n = counts[:, :BUCKETS].sum(1).to(torch.float64)
-    nans = counts[:, BUCKETS + 1].to(torch.float64)
-    if rows is None:  # NaN and inf are not zero: one count, no mask
-        zeros = (n_values - torch.count_nonzero(x)).to(torch.float64).view(1)
-    else:
-        zeros = per_row(torch.eq(x, 0.0, out=flag))
-    clean = f2.copy_(x).masked_fill_(bad, 0.0)
-    total = per_row(clean)
-    mean = total / n.clamp(min=1.0)
-    # x with its non-finite values replaced by the row's mean: the same finite min and max
-    # (the mean lies between them), and 0 after centring, so nothing needs masking again
-    if rows is None:
-        filled = clean.masked_fill_(bad, mean.view(()))
-        low, high = torch.aminmax(filled)
-        extremes = torch.stack([high, -low]).view(1, 2)
-        d = torch.sub(filled, mean, out=f1)
-        m2 = torch.dot(d, d).view(1)
-    else:
-        row_mean = torch.index_select(mean, 0, rows, out=f1)
-        filled = torch.where(finite, x, row_mean, out=f2)
-        high = torch.full((k,), -INF, dtype=torch.float64, device=device)
-        low = torch.full((k,), INF, dtype=torch.float64, device=device)
-        high.scatter_reduce_(0, rows, filled, "amax")
-        low.scatter_reduce_(0, rows, filled, "amin")
-        extremes = torch.stack([high, -low], 1)
-        d = row_mean.sub_(filled)  # -(x - mean): squared the same
-        m2 = per_row(d.mul_(d))
-    # a row without finite values has no extremes (the fill is not one of its values)
-    extremes = extremes.masked_fill_((n == 0).view(k, 1), -INF)
-    new = torch.stack([n, nans, zeros, total, m2, total * total / n.clamp(min=1.0)], 1)
+    if rows is not None:  # row r's buckets are r * (BUCKETS + 1) + ...
+        index = torch.add(index, rows, alpha=BUCKETS + 1, out=buffer(torch.int64))
+    hist = _count(index, k * (BUCKETS + 1)).view(k, BUCKETS + 1)[:, :BUCKETS]
     sums[:, FINITE : SQ + 1].add_(new.to(sums.device))
-    sums[:, HIST : HIST + BUCKETS].add_(counts[:, :BUCKETS].to(sums.device))
+    sums[:, HIST : HIST + BUCKETS].add_(hist.to(sums.device, torch.float64))
     torch.maximum(maxes[:, MAX : NEG_MIN + 1], extremes.to(maxes.device),
                   out=maxes[:, MAX : NEG_MIN + 1])  # fmt: skip
 
