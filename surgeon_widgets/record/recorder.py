@@ -476,7 +476,8 @@ class Recorder:
         sums, maxes = self._reduce()
         k = len(self.keys)
         max_rows = maxes[HEAD:].view(k, MAX_WIDTH).numpy()
-        rows, hists = merge(sums.view(k, SUM_WIDTH).numpy(), max_rows, self._centres)
+        rows, hists = merge(sums.view(k, SUM_WIDTH).numpy(), max_rows, self._centres,
+                            histograms=self._writer is not None)  # fmt: skip
         self._centres = next_centres(rows, self._centres)
         self._centre_list = self._centres.tolist()
         self._centre_device.clear()
