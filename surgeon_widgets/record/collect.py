@@ -42,7 +42,7 @@ def layer_hash(keys: list[str], every: int) -> int:
     return int.from_bytes(digest, "little") >> 12
 
 
-def check_same(values: torch.Tensor, what: str, hint: str) -> None:
+def check_same(values: Any, what: str, hint: str) -> None:
     """Raise if the ``(max, -min)`` pair in ``values`` shows ranks with different values."""
     top, low = float(values[0]), -float(values[1])
     if top != low:
@@ -71,13 +71,14 @@ def reduce_buckets(
                 "step number, rec.step(step), to catch a skipped step at once."
             ) from error
     host_max = maxes.cpu()
+    seen = host_max[:HEAD].tolist()  # one conversion: indexing a tensor per number costs more
     check_same(
-        host_max[2:4],
+        seen[2:4],
         "the recorded layers (hash of the layer list)",
         "Every rank must build its Recorder with the same layers, gradients, params and every.",
     )
     hint = "Call rec.step() once per optimizer step on every rank; one skipped or added one."
-    check_same(host_max[0:2], "the step number", hint)
+    check_same(seen[0:2], "the step number", hint)
     if distributed(group):
         dist.all_reduce(sums, op=dist.ReduceOp.SUM, group=group)
     return sums.cpu(), host_max

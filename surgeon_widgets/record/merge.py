@@ -59,11 +59,12 @@ F = {name: i for i, name in enumerate(FIELDS)}
 
 
 def merge(
-    sums: np.ndarray, maxes: np.ndarray, centres: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
+    sums: np.ndarray, maxes: np.ndarray, centres: np.ndarray, histograms: bool = True
+) -> tuple[np.ndarray, np.ndarray | None]:
     """``(rows[K, len(FIELDS)], hists[K, BINS])`` from the reduced buckets (one row per key).
 
     ``centres``: the value each key's buckets were centred on (:func:`~.accumulate.accumulate`).
+    ``histograms=False``: ``hists`` is ``None`` (a rank that writes nothing needs only the rows).
     """
     k = len(sums)
     rows = np.zeros((k, len(FIELDS)))
@@ -95,6 +96,8 @@ def merge(
     rows[:, F["eval_calls"]] = sums[:, EVALS]
     trained, evaled = maxes[:, TRAINED] > 0, maxes[:, EVALED] > 0
     rows[:, F["mode"]] = np.where(trained & evaled, 2.0, np.where(evaled, 1.0, 0.0))
+    if not histograms:
+        return rows, None
     return rows, rebin(sums[:, HIST : HIST + BUCKETS], low, high, centres, BINS)
 
 

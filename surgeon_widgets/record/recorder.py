@@ -213,6 +213,7 @@ class Recorder:
         self._centre_list = [0.0] * k
         self._centre_device: dict[torch.device, torch.Tensor] = {}
         self._work = Workspace()
+        self._rows_cache: tuple[tuple, torch.Tensor] | None = None
         self._reset_host()
         self._params = [(key, modules[key.layer]) for key in self.keys
                         if key.kind in ("parameter", "parameter_gradient")]  # fmt: skip
@@ -409,7 +410,8 @@ class Recorder:
             self._pending.append((index, flat_values(value, copy=True)))
         else:
             i = slice(index, index + 1)
-            x = flat_values(value, copy=False).to(torch.float64)
+            values = flat_values(value, copy=False)
+            x = self._work.get(values.numel(), torch.float64, values.device, 3).copy_(values)
             accumulate(self._sums[i], self._maxes[i], x, None, self._centre_list[index], self._work)
         self.cost.hook_seconds += time.perf_counter() - start
 
@@ -436,12 +438,10 @@ class Recorder:
                 torch.cat(values, out=x)
             else:
                 x.copy_(torch.cat(values, out=self._work.get(n, values[0].dtype, device, 3)))
-            rows = np.repeat([i for i, _ in items], [v.numel() for _, v in items])
             centres = self._centre_device.get(device)
             if centres is None:
                 centres = self._centre_device[device] = torch.from_numpy(self._centres).to(device)
-            rows_t = torch.from_numpy(rows).to(device)
-            accumulate(self._sums, self._maxes, x, rows_t, centres, self._work)
+            accumulate(self._sums, self._maxes, x, self._rows(items, device), centres, self._work)
         calls = np.array(self._calls, dtype=np.float64)
         host = np.stack([calls > 0, calls, self._numel, self._evals], 1).astype(np.float64)
         self._sums[:, :HOST_SUMS].copy_(torch.from_numpy(host))
@@ -452,6 +452,14 @@ class Recorder:
             if row is not None:
                 shapes[i, EVALED - TRAINED + 1 :] = row
         self._maxes[:, TRAINED:].copy_(torch.from_numpy(shapes))
+
+    def _rows(self, items: list[tuple[int, torch.Tensor]], device: torch.device) -> torch.Tensor:
+        """The key of each batched value (kept: the same layers batch the same sizes each step)."""
+        layout = (device, tuple((i, v.numel()) for i, v in items))
+        if self._rows_cache is None or self._rows_cache[0] != layout:
+            rows = np.repeat([i for i, _ in items], [v.numel() for _, v in items])
+            self._rows_cache = (layout, torch.from_numpy(rows).to(device))
+        return self._rows_cache[1]
 
     def _record(self) -> None:
         rank = self._rank
@@ -468,7 +476,8 @@ class Recorder:
         sums, maxes = self._reduce()
         k = len(self.keys)
         max_rows = maxes[HEAD:].view(k, MAX_WIDTH).numpy()
-        rows, hists = merge(sums.view(k, SUM_WIDTH).numpy(), max_rows, self._centres)
+        rows, hists = merge(sums.view(k, SUM_WIDTH).numpy(), max_rows, self._centres,
+                            histograms=self._writer is not None)  # fmt: skip
         self._centres = next_centres(rows, self._centres)
         self._centre_list = self._centres.tolist()
         self._centre_device.clear()
@@ -478,7 +487,10 @@ class Recorder:
         self.cost.recorded += 1
         if self._writer is not None:
             which = np.flatnonzero(rows[:, 0] > 0).tolist()
-            self.cost.bytes_written += self._writer.append(self._step, rows, hists, which)
+            # the heartbeat rewrites the status within a second: a rename per step costs more
+            # than recording every key
+            self.cost.bytes_written += self._writer.append(self._step, rows, hists, which,
+                                                           beat=False)  # fmt: skip
 
 
 @functools.lru_cache(maxsize=1024)

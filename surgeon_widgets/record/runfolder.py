@@ -251,7 +251,9 @@ class RunWriter:
                 with open(file, "ab") as f:
                     f.truncate(f.tell() - f.tell() % RECORD.size)
         self._save()
-        self._files = [open(self.path / key.file, "ab") for key in keys]  # noqa: SIM115
+        # unbuffered: one write call per record, seen by readers at once (no flush)
+        self._files = [open(self.path / key.file, "ab", buffering=0)  # noqa: SIM115
+                       for key in keys]  # fmt: skip
         self._stop = threading.Event()
         # the thread holds the writer weakly: a writer nobody closed still goes, and its thread
         self._thread = threading.Thread(target=_beat_forever,
@@ -275,7 +277,6 @@ class RunWriter:
         which = list(range(len(rows))) if which is None else which
         for i, data in zip(which, pack_records(step, rows[which], hists[which])):
             self._files[i].write(data)
-            self._files[i].flush()
             if self.fsync:
                 os.fsync(self._files[i].fileno())
             written += len(data)
@@ -292,7 +293,7 @@ class RunWriter:
         if key.index != len(self._files):
             raise ValueError(f"key {key.key!r} has index {key.index}, expected {len(self._files)}")
         (self.path / key.file).write_bytes(b"")
-        self._files.append(open(self.path / key.file, "ab"))  # noqa: SIM115
+        self._files.append(open(self.path / key.file, "ab", buffering=0))  # noqa: SIM115
         write_json(self.path / "manifest.json", {"format": FORMAT, **manifest})
 
     def beat(self, step: int) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 import torch
@@ -45,6 +47,25 @@ def test_single_process_record_equals_the_values(tmp_path):
         assert (s.lo, s.hi, s.under, s.over) == (s.min, s.max, 0, 0)
     assert rec.cost.recorded == 4 and rec.cost.bytes_written == 8 * RECORD.size
     assert "4 of 4 steps recorded" in str(rec.cost)
+
+
+def test_records_are_readable_at_once_and_the_status_follows(tmp_path):
+    # records are written unbuffered; the status is the heartbeat's (no rename per record)
+    model = nn.Sequential(nn.Linear(4, 4))
+    rec = Recorder(model, tmp_path, layers=["0"], every=1, gradients=False)
+    try:
+        for step in range(3):
+            model(torch.randn(2, 4)).sum().backward()
+            rec.step()
+            assert read_run(tmp_path).steps == list(range(step + 1))
+        deadline = time.monotonic() + 10
+        while read_run(tmp_path).status["records"] < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        status = read_run(tmp_path).status
+        assert (status["state"], status["records"], status["last_record"]) == ("running", 3, 2)
+    finally:
+        rec.close()
+    assert read_run(tmp_path).status["state"] == "finished"
 
 
 def test_torn_and_zero_filled_tails_are_skipped(tmp_path):
