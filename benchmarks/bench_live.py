@@ -420,8 +420,9 @@ def main() -> None:
         if not args.no_compile:
             measure("small_cnn_64px", small_cnn(), True, 8, seconds)
             # quick mode (CI): dynamo's "eager" backend, no inductor codegen (minutes on 2 cores)
-            measure_compiled_resnet(seconds, "eager" if args.quick else "inductor")
-    measure_interval(args.seconds or (15.0 if args.quick else 120.0))
+            measure_compiled_resnet(args.seconds or (6.0 if args.quick else 120.0),
+                                    "eager" if args.quick else "inductor")
+    measure_interval(args.seconds or (6.0 if args.quick else 120.0))
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
-    rounds, block = (4, 15) if args.quick else (12, 25)
+    rounds, block = (3, 10) if args.quick else (12, 25)
     torch.manual_seed(0)
     torch.set_num_threads(1)  # a shared machine: one core per arm, steadier medians
     model = torchvision.models.resnet18(num_classes=10)
