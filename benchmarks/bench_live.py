@@ -176,19 +176,14 @@ def measure(name: str, base: nn.Module, compiled: bool, batch: int, seconds: flo
         sent.get(arm, []).clear()
         reduced.get(arm, []).clear()
     warm = time.perf_counter() - started
-    per: dict[str, dict[str, list[float]]] = {arm: {c: [] for c in CLOCKS} for arm in arms}
     since = {arm: clocks[arm]() for arm in arms}
     waits: dict[str, float] = {}
-    order = list(arms)
-    shuffle = random.Random(0).shuffle
-    begun = time.perf_counter()
-    while time.perf_counter() - begun < seconds:
-        shuffle(order)
-        for arm in order:
-            for clock, value in clocks[arm].timed(steps[arm]).items():
-                per[arm][clock].append(value)
-            if arm in explorers:
-                waits[arm] = max(waits.get(arm, 0.0), longest_wait(explorers[arm]))
+
+    def note_wait(arm: str) -> None:
+        if arm in explorers:
+            waits[arm] = max(waits.get(arm, 0.0), longest_wait(explorers[arm]))
+
+    per = interleaved(list(arms), steps, clocks, seconds, seed=0, after=note_wait)
     rounds = len(per["plain"]["wall"])
     plain = {c: statistics.fmean(per["plain"][c]) for c in CLOCKS}
     print(f"# [{label}] plain train step {plain['wall'] * 1e3:.1f} ms wall, "
@@ -217,6 +212,25 @@ def measure(name: str, base: nn.Module, compiled: bool, batch: int, seconds: flo
               f"{ran:.1f} s, {size:.0f} bytes median; reductions took "
               f"{share:.1%} of its CPU time; longest layer wait {waits[arm]:.1f} s")  # fmt: skip
         ex.close()
+
+
+def interleaved(
+    arms: list[str], steps: dict[str, Callable], clocks: dict[str, ArmClock], seconds: float,
+    seed: int, after: Callable[[str], None] = lambda arm: None,
+) -> dict[str, dict[str, list[float]]]:
+    """Rounds of one step per arm, in a shuffled order each round, for ``seconds``: each
+    step's time on every clock, per arm (``after(arm)`` runs after each step)."""
+    per: dict[str, dict[str, list[float]]] = {arm: {c: [] for c in CLOCKS} for arm in arms}
+    order = list(arms)
+    shuffle = random.Random(seed).shuffle
+    begun = time.perf_counter()
+    while time.perf_counter() - begun < seconds:
+        shuffle(order)
+        for arm in order:
+            for clock, value in clocks[arm].timed(steps[arm]).items():
+                per[arm][clock].append(value)
+            after(arm)
+    return per
 
 
 def key_intervals(ex: Explorer) -> dict[str, float]:
@@ -266,15 +280,7 @@ def measure_interval(seconds: float, size: int = 128, batch: int = 8, layers: in
             clocks[arm].timed(steps[arm])  # warm up
     assert ex is not None
     ex._history = type(ex._history)()  # intervals of the measured steps only
-    per: dict[str, dict[str, list[float]]] = {arm: {c: [] for c in CLOCKS} for arm in arms}
-    order = list(arms)
-    shuffle = random.Random(1).shuffle
-    begun = time.perf_counter()
-    while time.perf_counter() - begun < seconds:
-        shuffle(order)
-        for arm in order:
-            for clock, value in clocks[arm].timed(steps[arm]).items():
-                per[arm][clock].append(value)
+    per = interleaved(arms, steps, clocks, seconds, seed=1)
     assert ex.errors == [], ex.errors
     ratio = {c: sum(per["live"][c]) / sum(per["plain"][c]) for c in CLOCKS}
     gaps = key_intervals(ex)
@@ -340,14 +346,7 @@ def measure_compiled_resnet(seconds: float, backend: str, trials: int = 3) -> No
     warm = time.perf_counter() - started
     before = dynamo_counts()
     eager_before = {arm: eager_calls(ex) for arm, ex in explorers.items()}
-    per: dict[str, list[float]] = {arm: [] for arm in arms}
-    order = list(arms)
-    shuffle = random.Random(1).shuffle
-    begun = time.perf_counter()
-    while time.perf_counter() - begun < seconds:
-        shuffle(order)
-        for arm in order:
-            per[arm].append(clocks[arm].timed(steps[arm])["wall"])
+    per = {arm: t["wall"] for arm, t in interleaved(list(arms), steps, clocks, seconds, 1).items()}
     after = dynamo_counts()
     made = "?" if before is None or after is None else f"{after[0] - before[0]}"
     broke = "?" if before is None or after is None else f"{after[1] - before[1]}"
