@@ -1,11 +1,12 @@
 """Reductions compiled once per dtype into one fused CPU loop, built in the background.
 
 A :class:`Kernel` is a function of tensors of any size, traced with symbolic sizes and compiled
-by inductor (the door is :data:`~.torch_internals.COMPILE_KERNEL`). The first :meth:`Kernel.get`
-for a dtype starts its build on a daemon thread (a second or two) and answers ``None``: the
-caller runs its eager path meanwhile, and for good where the compiler is missing or fails (one
-warning says so). No dynamo frame runs it, so the user's compiled graphs, their guards and
-``torch.compiler.set_stance`` neither see it nor change it.
+by inductor (the door is :data:`~.torch_internals.COMPILE_KERNEL`). The ``after``-th
+:meth:`Kernel.get` for a dtype starts its build on a thread of its own (a few seconds of a core,
+much of it holding the GIL: short runs, which would not earn it back, never pay it) and until
+it is done answers ``None``: the caller runs its eager path meanwhile, and for good where the
+compiler is missing or fails (one warning says so). No dynamo frame runs it, so the user's
+compiled graphs, their guards and ``torch.compiler.set_stance`` neither see it nor change it.
 
 Example:
     >>> import torch
@@ -34,6 +35,7 @@ class Kernel:
     """``fn`` compiled per input dtype for CPU tensors; ``example(dtype)`` gives trace inputs.
 
     Example inputs should have sizes of 2 or more (sizes 0 and 1 are fixed into the build).
+    ``after``: how many asks for a dtype start its build (1: the first).
     """
 
     def __init__(
@@ -41,21 +43,26 @@ class Kernel:
         name: str,
         fn: Callable[..., Any],
         example: Callable[[torch.dtype], tuple[torch.Tensor, ...]],
+        after: int = 1,
     ) -> None:
         self.name = name
+        self.after = after
         self._fn = fn
         self._example = example
+        self._asked: dict[torch.dtype, int] = {}
         self._built: dict[torch.dtype, Callable[..., Any] | None] = {}
         self._building: dict[torch.dtype, threading.Event] = {}
         self._lock = threading.Lock()
 
     def get(self, dtype: torch.dtype) -> Callable[..., Any] | None:
         """The compiled function for inputs of ``dtype``, or ``None`` (not built yet, or no
-        compiler here): the first ask starts the build."""
+        compiler here): the ``after``-th ask starts the build."""
         built = self._built.get(dtype)
-        if built is not None or torch.compiler.is_compiling():
+        if built is not None or dtype in self._built or torch.compiler.is_compiling():
             return built
-        self._start(dtype)
+        asked = self._asked[dtype] = self._asked.get(dtype, 0) + 1
+        if asked >= self.after:
+            self._start(dtype)
         return self._built.get(dtype)
 
     def wait(self, dtype: torch.dtype, timeout: float = 120.0) -> bool:
@@ -74,8 +81,10 @@ class Kernel:
                 self._built[dtype] = None
                 return None
             done = self._building[dtype] = threading.Event()
+        # not a daemon: at exit Python waits for the build (a daemon thread stopped inside the
+        # C++ compiler's frames at finalization aborts the process)
         threading.Thread(
-            target=self._build, args=(compile_kernel, dtype, done), daemon=True,
+            target=self._build, args=(compile_kernel, dtype, done), daemon=False,
             name=f"surgeon_widgets {self.name} kernel",
         ).start()  # fmt: skip
         return done

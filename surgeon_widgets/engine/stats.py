@@ -1,18 +1,19 @@
 """On-device reductions of one tensor: moments, min/max, L2 norm, NaN/Inf/zero counts, a histogram.
 
 One read of the tensor. On a CPU, once :data:`FUSED` is built for its dtype (in the background,
-at the first ask; :mod:`.kernels`), that is one compiled loop: per row of ``ROW_FUSED`` values
-the float32 sum, sum of squares, max, min and non-zero count, rows added in float64. Elsewhere,
-and until then, chunks that stay in a core's L2 cache take five torch calls each: the sum of
-squares (a dot product, first: it pays for reading the chunk), sum, max, min, and the non-zeros
-(the dot product of the signs); chunks add up in float64. Nothing drifts with the tensor's size
-either way. A tensor of fewer than ``SMALL`` values crosses to the host once and is reduced
-there with numpy in float64 (a torch call's fixed cost outweighs its work). The ``BINS``-bin
-histogram spans the exact ``[min, max]``; it bins every value, or a fixed stratified sample of
-``SAMPLE`` values (runs of ``RUN`` neighbours) once the tensor has ``SAMPLED_FROM`` or more
-(``TensorStats.sampled``). Everything is packed into one tensor that crosses to the CPU once (no
-``.item()`` per stat, so the same code is right on CUDA). float16/bfloat16 values are upcast to
-float32 inside the loop, or per chunk in a chunk-sized buffer: never copied whole.
+from the 16th large tensor on; :mod:`.kernels`), that is one compiled loop: per row of
+``ROW_FUSED`` values the float32 sum, sum of squares, max, min and non-zero count, rows added
+in float64. Elsewhere, and until then, chunks that stay in a core's L2 cache take five torch
+calls each: the sum of squares (a dot product, first: it pays for reading the chunk), sum, max,
+min, and the non-zeros (the dot product of the signs); chunks add up in float64. Nothing
+drifts with the tensor's size either way. A tensor of fewer than ``SMALL`` values crosses to the
+host once and is reduced there with numpy in float64 (a torch call's fixed cost outweighs its
+work). The ``BINS``-bin histogram spans the exact ``[min, max]``; it bins every value, or a
+fixed stratified sample of ``SAMPLE`` values (runs of ``RUN`` neighbours) once the tensor has
+``SAMPLED_FROM`` or more (``TensorStats.sampled``). Everything is packed into one tensor that
+crosses to the CPU once (no ``.item()`` per stat, so the same code is right on CUDA).
+float16/bfloat16 values are upcast to float32 inside the loop, or per chunk in a chunk-sized
+buffer: never copied whole.
 
 A tensor the one pass cannot summarise exactly takes a second, exact pass (and a second transfer):
 NaN/Inf values, squares that over- or underflow, or a mean so far from zero that the variance
@@ -231,8 +232,9 @@ def _fused_example(dtype: torch.dtype) -> tuple[torch.Tensor]:
     return (torch.arange(5 * ROW_FUSED + 7, dtype=torch.float32).to(dtype),)
 
 
-FUSED = Kernel("tensor_stats", _fused_moments, _fused_example)
-"""The fused moments of :func:`tensor_stats` on CPUs (``FUSED.wait(dtype)`` builds it now).
+FUSED = Kernel("tensor_stats", _fused_moments, _fused_example, after=16)
+"""The fused moments of :func:`tensor_stats` on CPUs, built at the 16th large tensor of a dtype
+(``FUSED.wait(dtype)`` builds it now).
 
 Its histogram stays eager: a compiled gather and scatter run scalar and checked, slower."""
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import warnings
 
 import pytest
@@ -65,3 +66,15 @@ def test_a_kernel_that_cannot_build_warns_once_and_stays_eager():
     said = [str(w.message) for w in seen if w.category is RuntimeWarning]
     assert len(said) == 1 and "broken kernel for torch.float32" in said[0]
     assert "eager path" in said[0]
+
+
+def test_the_build_starts_at_the_after_th_ask():
+    kernel = Kernel("late rows", _rows, _example, after=3)
+
+    def building() -> bool:
+        return any(t.name == "surgeon_widgets late rows kernel" for t in threading.enumerate())
+
+    assert kernel.get(torch.float32) is None and kernel.get(torch.float32) is None
+    assert not building()  # two asks: a short run pays nothing
+    assert kernel.get(torch.float32) is None and building()  # the third starts it
+    assert kernel.wait(torch.float32) and kernel.get(torch.float32) is not None

@@ -298,7 +298,8 @@ def test_import_and_public_names_work_with_every_private_api_missing(tmp_path):
             branchy, v, extra = Branchy(), torch.randn(2, 4), {"bias": torch.randn(4)}
             cut = names["Extract"](branchy, node_out="fc", example_inputs=(v, extra))
             assert torch.equal(cut(v, extra), branchy.fc(v))
-            from surgeon_widgets.engine.stats import tensor_stats
+            from surgeon_widgets.engine.stats import FUSED, tensor_stats
+            assert not FUSED.wait(torch.float32)  # no compiler door: the chunks stay
             big = tensor_stats(torch.arange(1 << 16, dtype=torch.float32))
             assert (big.min, big.max, big.mean) == (0.0, 65535.0, 32767.5)
             rec = names["Recorder"](model, sys.argv[1], layers=["1"], every=1)
