@@ -96,7 +96,7 @@ def accumulate(
         new, extremes, index = _eager(x, rows, centre, k, work or Workspace())
     hist = _count(index, k * (BUCKETS + 1)).view(k, BUCKETS + 1)[:, :BUCKETS]
     sums[:, FINITE : SQ + 1].add_(new.to(sums.device))
-    sums[:, HIST : HIST + BUCKETS].add_(hist.to(sums.device, torch.float64))
+    sums[:, HIST : HIST + BUCKETS].add_(hist.to(sums.device))  # int64 counts, added as floats
     torch.maximum(maxes[:, MAX : NEG_MIN + 1], extremes.to(maxes.device),
                   out=maxes[:, MAX : NEG_MIN + 1])  # fmt: skip
 
@@ -133,9 +133,9 @@ def _fused(
         extremes = torch.stack([empty.scatter_reduce(0, rows, high, "amax"),
                                 empty.scatter_reduce(0, rows, low, "amax")], 1)  # fmt: skip
         shifted = x - centres[rows]
-    index = bucket_index(shifted, bad).long()
+    index = bucket_index(shifted, bad)  # int32: bincount counts it twice as fast as int64
     if rows is not None:  # row r's buckets are r * (BUCKETS + 1) + ...
-        index = index + rows * (BUCKETS + 1)
+        index = index + rows.to(torch.int32) * (BUCKETS + 1)
     return new, extremes, index
 
 
