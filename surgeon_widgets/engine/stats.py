@@ -43,7 +43,8 @@ import torch
 from .kernels import Kernel
 
 __all__ = [
-    "BINS", "FUSED", "ROW", "SAMPLE", "SAMPLED_FROM", "SMALL", "TensorStats", "tensor_stats",
+    "BINS", "FUSED", "FUSED_DTYPES", "ROW", "SAMPLE", "SAMPLED_FROM", "SMALL", "TensorStats",
+    "tensor_stats",
 ]  # fmt: skip
 
 BINS = 64
@@ -280,7 +281,8 @@ def _one_pass(flat: torch.Tensor, work: torch.dtype, bins: int) -> tuple[torch.T
     wide = _wide(device)
     numel = flat.numel()
     fused = None
-    if device.type == "cpu" and flat.dtype in FUSED_DTYPES:
+    # the build is for one value after another: a strided view (x[::2], an expand) stays eager
+    if device.type == "cpu" and flat.dtype in FUSED_DTYPES and flat.is_contiguous():
         fused = FUSED.get(flat.dtype)
     if fused is not None:
         head = fused(flat)

@@ -276,3 +276,13 @@ def test_either_side_of_the_host_path_equals_a_float64_reference(dtype):
         assert round(got.zeros * got.numel) == ref["zeros"]  # -0.0 counts as a zero
         exact = torch.histc(part.double(), BINS, ref["min"], ref["max"]).numpy()
         assert got.hist.sum() == part.numel() and np.abs(got.hist - exact).sum() <= 4
+
+
+def test_strided_and_expanded_views_are_reduced_as_they_are():
+    base = torch.relu(torch.randn(200_000, generator=torch.Generator().manual_seed(3)))
+    for view in (base[::2], base[:1].expand(100_000), base[: 400 * 300].view(400, 300).t()):
+        got, ref = tensor_stats(view), _reference64(view)
+        for key in ("mean", "std", "l2"):
+            assert getattr(got, key) == pytest.approx(ref[key], rel=1e-6, abs=1e-12), key
+        assert (got.min, got.max, round(got.zeros * got.numel)) == (
+            ref["min"], ref["max"], ref["zeros"])  # fmt: skip
