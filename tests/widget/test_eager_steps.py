@@ -66,6 +66,16 @@ def fresh_dynamo():
     torch._dynamo.reset()
 
 
+def _select_and_step(ex: Explorer, model: nn.Module, x: torch.Tensor) -> None:
+    """Selections changed between steps, then gradients switched off: one walk for both arms."""
+    for selection in (["2", "4"], ["0", "6"], []):
+        ex.select(selection)
+        _step(model, x)
+    ex.gradients = False
+    ex.select(["4"])
+    _step(model, x)
+
+
 @pytest.mark.parametrize("how", ["wrapper", "in_place"])
 def test_selection_changes_compile_no_graph_and_values_match_eager(make, fresh_dynamo, how):
     backend = Counting()
@@ -77,12 +87,7 @@ def test_selection_changes_compile_no_graph_and_values_match_eager(make, fresh_d
     graphs, counts = backend.graphs, dynamo_counts()
     ex = make(handed, max_rate=0, gradients=True)
     assert ex.notes == [EAGER_STEPS]
-    for selection in (["2", "4"], ["0", "6"], []):
-        ex.select(selection)
-        _step(handed, x)
-    ex.gradients = False
-    ex.select(["4"])
-    _step(handed, x)
+    _select_and_step(ex, handed, x)
     assert backend.graphs == graphs and dynamo_counts() == counts  # no graph, no graph break
     assert live_hooks() == []
     calls = backend.calls
@@ -92,12 +97,7 @@ def test_selection_changes_compile_no_graph_and_values_match_eager(make, fresh_d
 
     ref = Explorer(eager, max_rate=0, gradients=True)  # the same steps, eagerly
     try:
-        for selection in (["2", "4"], ["0", "6"], []):
-            ref.select(selection)
-            _step(eager, x)
-        ref.gradients = False
-        ref.select(["4"])
-        _step(eager, x)
+        _select_and_step(ref, eager, x)
         for layer in ("0", "2", "4", "6"):
             got, want = ex.stats(layer), ref.stats(layer)
             assert sorted(got) == sorted(want) and got
