@@ -141,8 +141,8 @@ def _attach(rec: Recorder, model: nn.Module) -> None:
 
 
 def built() -> None:
-    """The fused kernels build in the background at first use: built first, so the eager path
-    they replace meanwhile (and the build itself) is not what is timed."""
+    """The fused kernels build in the background from their 32nd call on: built first, so the
+    eager path they replace meanwhile (and the build itself) is not what is timed."""
     start = time.perf_counter()
     ok = ROWS.wait(torch.float64) and ONE_ROW.wait(torch.float64)
     print(f"# fused accumulate kernels {'built' if ok else 'NOT built (eager)'} in "

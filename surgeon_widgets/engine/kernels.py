@@ -57,9 +57,8 @@ class Kernel:
     def get(self, dtype: torch.dtype) -> Callable[..., Any] | None:
         """The compiled function for inputs of ``dtype``, or ``None`` (not built yet, or no
         compiler here): the ``after``-th ask starts the build."""
-        built = self._built.get(dtype)
-        if built is not None or dtype in self._built or torch.compiler.is_compiling():
-            return built
+        if dtype in self._built or torch.compiler.is_compiling():  # built, or never will be
+            return self._built.get(dtype)
         asked = self._asked[dtype] = self._asked.get(dtype, 0) + 1
         if asked >= self.after:
             self._start(dtype)

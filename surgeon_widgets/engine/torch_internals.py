@@ -371,7 +371,8 @@ def _find_compile_kernel() -> Callable[..., Callable[..., Any]]:
 COMPILE_KERNEL: Internal[Callable[..., Callable[..., Any]] | None] = Internal(
     "torch._inductor.compile_fx.compile_fx / torch.fx.experimental.proxy_tensor.make_fx",
     None,
-    "tensor_stats reads a large tensor several times instead of once (about three times slower)",
+    "tensor_stats reads a large tensor several times instead of once (about twice as slow), and "
+    "the Recorder reduces each batch with about thirty torch calls instead of one loop",
     _find_compile_kernel,
 )
 
