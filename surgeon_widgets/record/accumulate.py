@@ -28,13 +28,14 @@ here.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from ..engine.kernels import Kernel
-from .buckets import BUCKETS, bucket_index
-from .layout import FINITE, HIST, MAX, NEG_MIN, SQ
+from .buckets import BUCKETS, bucket_index, bucket_index_numpy
+from .layout import FINITE, HIST, M2, MAX, NANS, NEG_MIN, SQ, SUM, ZEROS
 
-__all__ = ["Workspace", "accumulate", "flat_values"]
+__all__ = ["Workspace", "accumulate", "accumulate_calls", "flat_values"]
 
 INF = float("inf")
 
@@ -99,6 +100,51 @@ def accumulate(
     sums[:, HIST : HIST + BUCKETS].add_(hist.to(sums.device))  # int64 counts, added as floats
     torch.maximum(maxes[:, MAX : NEG_MIN + 1], extremes.to(maxes.device),
                   out=maxes[:, MAX : NEG_MIN + 1])  # fmt: skip
+
+
+def accumulate_calls(
+    sums: np.ndarray,
+    maxes: np.ndarray,
+    x: np.ndarray,
+    keys: np.ndarray,
+    sizes: np.ndarray,
+    centres: np.ndarray,
+) -> None:
+    """:func:`accumulate` on the host for a batch of small calls, in numpy, in place.
+
+    ``x`` (float64) holds the calls' values one after another: call ``i`` is ``sizes[i]`` (> 0)
+    values of key ``keys[i]``. A numpy call costs a fraction of a torch call, and each
+    reduction is one pass per call (``reduceat``) then one add per call into its key; the
+    buckets are added where values fell (``add.at``), not over every bucket of every key.
+    """
+    k = len(sums)
+    starts = np.cumsum(sizes) - sizes
+    rows = np.repeat(keys, sizes)  # the key of each value
+    with np.errstate(all="ignore"):  # inf - inf, overflowing float32 casts: handled below
+        finite = np.isfinite(x)
+
+        def per_key(values: np.ndarray) -> np.ndarray:
+            return np.bincount(keys, np.add.reduceat(values, starts, dtype=np.float64), k)
+
+        n = per_key(finite)
+        total = per_key(np.where(finite, x, 0.0))
+        mean = total / np.maximum(n, 1.0)
+        d = np.where(finite, x - mean[rows], 0.0)
+        sums[:, FINITE] += n
+        sums[:, NANS] += per_key(np.isnan(x))
+        sums[:, ZEROS] += per_key(x == 0)
+        sums[:, SUM] += total
+        sums[:, M2] += per_key(d * d)
+        sums[:, SQ] += total * total / np.maximum(n, 1.0)
+        high, low = np.where(finite, x, -INF), np.where(finite, -x, -INF)
+        np.maximum.at(maxes[:, MAX], keys, np.maximum.reduceat(high, starts))
+        np.maximum.at(maxes[:, NEG_MIN], keys, np.maximum.reduceat(low, starts))
+        index = bucket_index_numpy(x - centres[rows]) + (rows * sums.shape[1] + HIST)
+    if n.sum() < len(x):
+        index = index[finite]
+    flat = sums.view()
+    flat.shape = -1  # raises for a non-contiguous ``sums`` (a reshape would add into a copy)
+    np.add.at(flat, index, 1.0)
 
 
 def _fused(

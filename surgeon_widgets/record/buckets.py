@@ -28,7 +28,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-__all__ = ["BUCKETS", "EDGES", "E_HIGH", "E_LOW", "SUB_BITS", "bucket_index", "rebin"]
+__all__ = [
+    "BUCKETS", "EDGES", "E_HIGH", "E_LOW", "SUB_BITS", "bucket_index", "bucket_index_numpy",
+    "rebin",
+]  # fmt: skip
 
 SUB_BITS = 3
 E_LOW, E_HIGH = -64, 32  # resolved magnitudes: [2^-64, 2^32)
@@ -64,35 +67,45 @@ def bucket_index(
     return q.add_(SIDE).masked_fill_(bad, BUCKETS)
 
 
-def rebin(
-    counts: np.ndarray, lo: np.ndarray, hi: np.ndarray, centre: np.ndarray, bins: int = 64
-) -> np.ndarray:
-    """``[K, bins]`` equal bins over ``[lo, hi]`` per row from ``[K, BUCKETS]`` bucket counts.
+def bucket_index_numpy(x: np.ndarray) -> np.ndarray:
+    """:func:`bucket_index` of finite float64 values in numpy: the same rule, bit for bit
+    (int64; a non-finite value's bucket is meaningless: leave it out)."""
+    bits = x.astype(np.float32).view(np.int32).astype(np.int64)
+    sign = bits >> 31
+    q = np.minimum(np.maximum(((bits & 0x7FFFFFFF) >> _SHIFT) - (_LOW - 1), 0), SIDE)
+    return (q ^ sign) - sign + SIDE
 
-    Row ``k``'s buckets are of ``value - centre[k]``. Bins hold whole counts (the cdf at the
-    edges, rounded), summing to the row's count. A row with ``lo == hi`` has every count in
+
+def rebin(
+    counts: np.ndarray, lo: np.ndarray, hi: np.ndarray, centre: np.ndarray, bins: int = 64,
+    column: int = 0, total: np.ndarray | None = None,
+) -> np.ndarray:
+    """``[K, bins]`` equal bins over ``[lo, hi]`` per row from bucket counts.
+
+    The buckets are ``counts[:, column : column + BUCKETS]`` (``counts`` C-contiguous: a
+    recorder's whole sum bucket, read in place); row ``k``'s are of ``value - centre[k]``.
+    ``total``: each row's count, where the caller knows it. Bins hold whole counts (the cdf at
+    the edges, rounded), summing to the row's count. A row with ``lo == hi`` has every count in
     bin 0; a row with no finite ``lo`` is all zeros.
     """
-    k = len(counts)
+    k, width = counts.shape
     ok = np.isfinite(lo) & np.isfinite(hi)
     lo, hi = np.where(ok, lo, 0.0), np.where(ok, hi, 0.0)
     edges = (lo - centre)[:, None] + (hi - lo)[:, None] * (np.arange(bins + 1) / bins)
-    # the bucket each display edge falls in, and how far across it
-    # (np.minimum / np.maximum: np.clip costs more than the arithmetic on these small arrays)
-    j = np.minimum(np.maximum(np.searchsorted(EDGES, edges, side="right") - 1, 0), BUCKETS - 1)
-    start, width = EDGES[j], EDGES[j + 1] - EDGES[j]
-    frac = np.minimum(np.maximum((edges - start) / width, 0.0), 1.0)
+    j = _bucket_of(edges)
+    start, width_j = EDGES[j], EDGES[j + 1] - EDGES[j]
+    frac = np.minimum(np.maximum((edges - start) / width_j, 0.0), 1.0)
     # whole buckets between consecutive edges: one reduceat over the flat counts (a cumsum
     # over every bucket of every row costs ten times more)
     flat = np.ascontiguousarray(counts).ravel()
-    starts = (np.arange(k) * BUCKETS)[:, None]
+    starts = (np.arange(k) * width + column)[:, None]
     at = np.concatenate([starts, starts + j], axis=1).ravel()
     spans = np.add.reduceat(flat, at).reshape(k, bins + 2)
     spans[:, 1:-1][j[:, 1:] == j[:, :-1]] = 0.0  # reduceat gives a[i] for an empty span
     below = np.cumsum(spans[:, :-1], axis=1)  # counts in buckets before each edge's bucket
-    rows = np.arange(k)[:, None]
-    cdf = below + counts[rows, j] * frac
-    total = counts.sum(axis=1)
+    cdf = below + flat[starts + j] * frac
+    if total is None:
+        total = counts[:, column : column + BUCKETS].sum(axis=1)
     cdf[:, 0], cdf[:, -1] = 0.0, total  # clamped: every value is inside [lo, hi]
     # whole counts: the rounded cdf keeps the total and never decreases
     hist = np.diff(np.round(cdf), axis=1)
@@ -101,3 +114,14 @@ def rebin(
     hist[flat_rows, 0] = total[flat_rows]
     hist[~ok] = 0.0
     return hist
+
+
+def _bucket_of(edges: np.ndarray) -> np.ndarray:
+    """The bucket ``j`` with ``EDGES[j] <= edge < EDGES[j + 1]`` of each finite float64 edge
+    (clamped to the outermost): read from its float32 bits, then corrected where rounding to
+    float32 crossed a bucket boundary (a binary search over the edges costs three times more)."""
+    with np.errstate(over="ignore", invalid="ignore"):  # edges past float32's range: clamped
+        j = np.minimum(np.maximum(bucket_index_numpy(edges), 0), BUCKETS - 1)
+    j -= (edges < EDGES[j]) & (j > 0)
+    j += (edges >= EDGES[j + 1]) & (j < BUCKETS - 1)
+    return j

@@ -59,8 +59,11 @@ def reduce_buckets(
     Returns the reduced buckets on the CPU. Raises :class:`RankMismatchError` on every rank
     when ranks disagree, before ``sums`` is reduced.
     """
-    head = torch.tensor([step, -step, layer_hash, -layer_hash], dtype=maxes.dtype)
-    maxes[:HEAD].copy_(head)
+    head = [step, -step, layer_hash, -layer_hash]
+    if maxes.device.type == "cpu":
+        maxes.numpy()[:HEAD] = head
+    else:
+        maxes[:HEAD].copy_(torch.tensor(head, dtype=maxes.dtype))
     if distributed(group):
         try:
             dist.all_reduce(maxes, op=dist.ReduceOp.MAX, group=group)

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .buckets import BUCKETS, rebin
+from .buckets import rebin
 from .layout import (
     BINS,
     CALLS,
@@ -98,10 +98,12 @@ def merge(
     rows[:, F["mode"]] = np.where(trained & evaled, 2.0, np.where(evaled, 1.0, 0.0))
     if not histograms:
         return rows, None
-    return rows, rebin(sums[:, HIST : HIST + BUCKETS], low, high, centres, BINS)
+    return rows, rebin(np.ascontiguousarray(sums), low, high, centres, BINS, column=HIST,
+                       total=n)  # fmt: skip
 
 
-def next_centres(rows: np.ndarray, centres: np.ndarray) -> np.ndarray:
-    """Bucket centres for the next record: this record's mean, kept where it has none."""
-    mean = rows[:, F["mean"]]
-    return np.where(np.isfinite(mean), mean, centres)
+def next_centres(sums: np.ndarray, centres: np.ndarray) -> np.ndarray:
+    """Bucket centres for the next record, from the reduced sum bucket: this record's mean,
+    kept where it has none (every rank computes the same from the same reduced sums)."""
+    n = sums[:, FINITE]
+    return np.divide(sums[:, SUM], n, out=centres.copy(), where=n > 0)

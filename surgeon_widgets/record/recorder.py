@@ -46,7 +46,7 @@ from ..engine.registry import HookRegistry
 from ..engine.tensors import first_tensor
 from ..engine.torch_internals import GRAPH_TASK_ID
 from ..engine.wrappers import unwrap
-from .accumulate import Workspace, accumulate, flat_values
+from .accumulate import Workspace, accumulate, accumulate_calls, flat_values
 from .collect import RankMismatchError, distributed, layer_hash, reduce_buckets
 from .layout import (
     BINS,
@@ -65,9 +65,10 @@ from .layout import (
     Key,
     dtype_code,
 )  # fmt: skip
-from .merge import merge, next_centres
+from .merge import next_centres
 from .params import local_values
 from .peers import Board, agree_at_start, recorder_group
+from .pending import Pending
 from .runfolder import RunWriter, first_step
 from .signals import on_stop_signals
 
@@ -77,6 +78,9 @@ __all__ = ["Recorder", "RecorderCost"]
 # batch of tensor operations for every key: the per-key cost is a copy); larger ones are
 # reduced at the hook, so no large copy outlives it
 BATCH_LIMIT = 1 << 11
+# a CPU batch up to this many values is reduced in numpy (a numpy call costs a fraction of a
+# torch call; the compiled kernel's fixed cost pays off on larger batches)
+HOST_BATCH = 1 << 13
 
 
 @dataclass
@@ -225,12 +229,14 @@ class Recorder:
                 start = error
         self._step = agree_at_start(self._group, [k.key for k in self.keys], every, self._hash,
                                     start, writer, self.path, self._device)  # fmt: skip
-        self._writer = None
+        self._writer = self._unwritten = None
         if self._rank == writer:
             resume_at = self._step if (self.path / "manifest.json").exists() else None
             watch = self._board.failure if self._board is not None else None
             self._writer = RunWriter(self.path, self._manifest(model), self.keys, fsync,
                                      resume_at=resume_at, watch=watch)  # fmt: skip
+            self._unwritten = Pending(self._writer, len(self.keys))
+            self._writer.every_beat(self._unwritten.flush_due)
             self._undo_signals = on_stop_signals(_stop_signal(weakref.ref(self)))
         self._hooks = HookRegistry("Recorder")
         self._grad_hooks = HookRegistry("Recorder gradients")
@@ -275,6 +281,8 @@ class Recorder:
         try:
             if self.recording:
                 self._record()
+            elif self._unwritten is not None:
+                self._unwritten.flush_due()
         finally:
             self._grad_hooks.remove()  # hooks of outputs whose backward never came
             if self._writer is not None:
@@ -303,7 +311,11 @@ class Recorder:
             self._board.post(self._step - 1)  # where this rank ended, for a rank still waiting
         if self._writer is not None:
             self._undo_signals()
-            self._writer.close("finished" if text is None else "failed", text)
+            try:
+                self._unwritten.flush()
+            finally:
+                self.cost.bytes_written = self._unwritten.bytes_written
+                self._writer.close("finished" if text is None else "failed", text)
 
     def __enter__(self) -> Recorder:
         return self
@@ -406,7 +418,9 @@ class Recorder:
             row = _shape_row(tuple(value.shape), value.dtype)
             known = self._shapes[index]
             self._shapes[index] = row if known is None else np.maximum(known, row)
-        if value.numel() <= BATCH_LIMIT:
+        if value.numel() == 0:
+            pass
+        elif value.numel() <= BATCH_LIMIT:
             self._pending.append((index, flat_values(value, copy=True)))
         else:
             i = slice(index, index + 1)
@@ -433,6 +447,12 @@ class Recorder:
         for (device, _), items in groups.items():  # one batch per device and dtype
             values = [v for _, v in items]
             n = sum(v.numel() for v in values)
+            if device.type == "cpu" and n <= HOST_BATCH:
+                accumulate_calls(self._sums.numpy(), self._maxes.numpy(),
+                                 torch.cat(values).to(torch.float64).numpy(),
+                                 np.array([i for i, _ in items]),
+                                 np.array([v.numel() for v in values]), self._centres)  # fmt: skip
+                continue
             x = self._work.get(n, torch.float64, device, 3)
             if values[0].dtype == torch.float64:
                 torch.cat(values, out=x)
@@ -442,16 +462,18 @@ class Recorder:
             if centres is None:
                 centres = self._centre_device[device] = torch.from_numpy(self._centres).to(device)
             accumulate(self._sums, self._maxes, x, self._rows(items, device), centres, self._work)
-        calls = np.array(self._calls, dtype=np.float64)
-        host = np.stack([calls > 0, calls, self._numel, self._evals], 1).astype(np.float64)
-        self._sums[:, :HOST_SUMS].copy_(torch.from_numpy(host))
-        shapes = np.full((len(self.keys), MAX_WIDTH - TRAINED), float("-inf"))
+        k = len(self.keys)
+        host = np.empty((k, HOST_SUMS))
+        host[:, 1], host[:, 2], host[:, 3] = self._calls, self._numel, self._evals
+        host[:, 0] = host[:, 1] > 0
+        shapes = np.full((k, MAX_WIDTH - TRAINED), float("-inf"))
         shapes[:, 0] = self._trained
         shapes[:, EVALED - TRAINED] = self._evaled
         for i, row in enumerate(self._shapes):
             if row is not None:
                 shapes[i, EVALED - TRAINED + 1 :] = row
-        self._maxes[:, TRAINED:].copy_(torch.from_numpy(shapes))
+        _put(self._sums[:, :HOST_SUMS], host)
+        _put(self._maxes[:, TRAINED:], shapes)
 
     def _rows(self, items: list[tuple[int, torch.Tensor]], device: torch.device) -> torch.Tensor:
         """The key of each batched value (kept: the same layers batch the same sizes each step)."""
@@ -475,22 +497,26 @@ class Recorder:
         self.cost.hook_seconds += time.perf_counter() - start
         sums, maxes = self._reduce()
         k = len(self.keys)
-        max_rows = maxes[HEAD:].view(k, MAX_WIDTH).numpy()
-        rows, hists = merge(sums.view(k, SUM_WIDTH).numpy(), max_rows, self._centres,
-                            histograms=self._writer is not None)  # fmt: skip
-        self._centres = next_centres(rows, self._centres)
+        sums = sums.view(k, SUM_WIDTH).numpy()
+        centres = self._centres
+        self._centres = next_centres(sums, centres)
         self._centre_list = self._centres.tolist()
         self._centre_device.clear()
+        if self._unwritten is not None:  # merged and written in batches (see .pending)
+            self._unwritten.add(self._step, sums, maxes[HEAD:].view(k, MAX_WIDTH).numpy(), centres)
+            self.cost.bytes_written = self._unwritten.bytes_written
         self._sums.zero_()
         self._maxes_flat.fill_(float("-inf"))
         self._reset_host()
         self.cost.recorded += 1
-        if self._writer is not None:
-            which = np.flatnonzero(rows[:, 0] > 0).tolist()
-            # the heartbeat rewrites the status within a second: a rename per step costs more
-            # than recording every key
-            self.cost.bytes_written += self._writer.append(self._step, rows, hists, which,
-                                                           beat=False)  # fmt: skip
+
+
+def _put(columns: torch.Tensor, values: np.ndarray) -> None:
+    """Host numbers into columns of a device bucket (through numpy on the CPU: no torch call)."""
+    if columns.device.type == "cpu":
+        columns.numpy()[...] = values
+    else:
+        columns.copy_(torch.from_numpy(values))
 
 
 @functools.lru_cache(maxsize=1024)
@@ -555,6 +581,7 @@ def _stop_signal(me: weakref.ref[Recorder]):
     def stopped(signum: int) -> None:
         rec = me()
         if rec is not None and rec._writer is not None and not rec._closed:
+            rec._unwritten.flush(wait=False)  # the process may end right after
             rec._writer.stopped(signal.Signals(signum).name)
 
     return stopped

@@ -77,8 +77,9 @@ def pack_record(step: int, row: np.ndarray, hist: np.ndarray) -> bytes:
     return pack_records(step, row[None], hist[None])[0]
 
 
-def pack_records(step: int, rows: np.ndarray, hists: np.ndarray) -> list[bytes]:
-    """:func:`pack_record` of each row of ``rows`` / ``hists`` (one numpy pass for all)."""
+def pack_records(step: int | np.ndarray, rows: np.ndarray, hists: np.ndarray) -> list[bytes]:
+    """:func:`pack_record` of each row of ``rows`` / ``hists`` (one numpy pass for all);
+    ``step``: one for all rows, or each row's."""
     packed = np.zeros(len(rows), dtype=_PACKED)
     packed["magic"], packed["step"] = MAGIC, step
     packed["fields"], packed["hist"] = rows, hists
@@ -255,11 +256,17 @@ class RunWriter:
         self._files = [open(self.path / key.file, "ab", buffering=0)  # noqa: SIM115
                        for key in keys]  # fmt: skip
         self._stop = threading.Event()
+        self._every_beat: weakref.WeakMethod | None = None
         # the thread holds the writer weakly: a writer nobody closed still goes, and its thread
         self._thread = threading.Thread(target=_beat_forever,
                                         args=(weakref.ref(self), self._stop, interval, watch),
                                         daemon=True, name="surgeon-recorder-heartbeat")  # fmt: skip
         self._thread.start()
+
+    def every_beat(self, fn: Callable[[], Any]) -> None:
+        """Also call the method ``fn`` on every heartbeat, before the status is written (held
+        weakly: its object's lifetime is its owner's)."""
+        self._every_beat = weakref.WeakMethod(fn)
 
     @property
     def state(self) -> str:
@@ -273,15 +280,39 @@ class RunWriter:
 
         ``beat=False``: the status follows at most once a second (a live view's many records).
         """
-        written = 0
-        which = list(range(len(rows))) if which is None else which
-        for i, data in zip(which, pack_records(step, rows[which], hists[which])):
+        has = np.zeros((1, len(rows)), dtype=bool)
+        has[0, list(range(len(rows))) if which is None else which] = True
+        return self.append_steps(np.array([step]), rows[None], hists[None], has, beat)
+
+    def append_steps(
+        self, steps: np.ndarray, rows: np.ndarray, hists: np.ndarray,
+        has: np.ndarray | None = None, beat: bool = False,
+    ) -> int:  # fmt: skip
+        """Append ``len(steps)`` steps' records: ``rows[s, key]``, ``hists[s, key]`` where
+        ``has[s, key]`` (default: where the row's ``ranks`` field is > 0); one write per key.
+        """
+        if has is None:
+            has = rows[:, :, 0] > 0
+        by_key = has.T  # [key, step]: each key's records, in step order
+        records = pack_records(np.broadcast_to(steps[None], by_key.shape)[by_key],
+                               rows.transpose(1, 0, 2)[by_key],
+                               hists.transpose(1, 0, 2)[by_key])  # fmt: skip
+        counts = by_key.sum(1).tolist()
+        written, at = 0, 0
+        for i, count in enumerate(counts):
+            if not count:
+                continue
+            data = b"".join(records[at : at + count])
+            at += count
             self._files[i].write(data)
             if self.fsync:
                 os.fsync(self._files[i].fileno())
             written += len(data)
         self.bytes += written
-        changes = {"step": step, "last_record": step, "records": self._status["records"] + 1}
+        last = int(steps[-1])
+        ended = self._status["step"]  # rec.step() may be ahead of the records (Pending)
+        changes = {"step": last if ended is None else max(ended, last), "last_record": last,
+                   "records": self._status["records"] + len(steps)}  # fmt: skip
         if beat:
             self._update(**changes)
         else:  # the heartbeat thread writes it within a second
@@ -355,6 +386,9 @@ def _beat_forever(
             failure = watch() if watch is not None else None
             if failure is not None:
                 writer.fail(failure)
+            also = writer._every_beat() if writer._every_beat is not None else None
+            if also is not None:
+                also()
             writer._update()
         except OSError:  # the folder went away; the training must not notice
             pass

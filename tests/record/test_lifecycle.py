@@ -43,6 +43,9 @@ def test_sigterm_stops_a_run_and_a_killed_writer_loses_one(tmp_path):
         ranks = [int(wait_for(term / f"ready{r}")) for r in (0, 1)]
         lost = read_run(killed / "run")
         assert lost.state == "running" and not lost.wait(0.3)
+        deadline = time.monotonic() + 5  # records reach the disk within MAX_AGE (Pending)
+        while len(read_run(killed / "run").steps) < 4 and time.monotonic() < deadline:
+            time.sleep(0.05)
         os.kill(writer, signal.SIGKILL)  # no handler, no atexit: status.json says running
         started = time.monotonic()
         for pid in ranks:
