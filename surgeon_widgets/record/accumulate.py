@@ -128,14 +128,15 @@ def accumulate_calls(
 
         n = per_key(finite)
         total = per_key(np.where(finite, x, 0.0))
-        mean = total / np.maximum(n, 1.0)
+        held = np.maximum(n, 1.0)
+        mean = total / held
         d = np.where(finite, x - mean[rows], 0.0)
         sums[:, FINITE] += n
         sums[:, NANS] += per_key(np.isnan(x))
         sums[:, ZEROS] += per_key(x == 0)
         sums[:, SUM] += total
         sums[:, M2] += per_key(d * d)
-        sums[:, SQ] += total * total / np.maximum(n, 1.0)
+        sums[:, SQ] += total * total / held
         high, low = np.where(finite, x, -INF), np.where(finite, -x, -INF)
         np.maximum.at(maxes[:, MAX], keys, np.maximum.reduceat(high, starts))
         np.maximum.at(maxes[:, NEG_MIN], keys, np.maximum.reduceat(low, starts))

@@ -98,8 +98,7 @@ def merge(
     rows[:, F["mode"]] = np.where(trained & evaled, 2.0, np.where(evaled, 1.0, 0.0))
     if not histograms:
         return rows, None
-    return rows, rebin(np.ascontiguousarray(sums), low, high, centres, BINS, column=HIST,
-                       total=n)  # fmt: skip
+    return rows, rebin(sums, low, high, centres, BINS, column=HIST, total=n)
 
 
 def next_centres(sums: np.ndarray, centres: np.ndarray) -> np.ndarray:

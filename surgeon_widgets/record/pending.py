@@ -58,7 +58,6 @@ class Pending:
         self._count = 0
         self._written_at = -MAX_AGE  # monotonic time of the last write
         self._lock = threading.Lock()
-        self.bytes_written = 0
 
     @property
     def steps(self) -> int:
@@ -103,7 +102,5 @@ class Pending:
                             self._centres[:n].ravel())  # fmt: skip
         self._count = 0
         self._written_at = time.monotonic()
-        written = self._writer.append_steps(self._steps[:n].copy(), rows.reshape(n, k, -1),
-                                            hists.reshape(n, k, -1))  # fmt: skip
-        self.bytes_written += written
-        return written
+        return self._writer.append_steps(self._steps[:n].copy(), rows.reshape(n, k, -1),
+                                         hists.reshape(n, k, -1))  # fmt: skip

@@ -314,7 +314,7 @@ class Recorder:
             try:
                 self._unwritten.flush()
             finally:
-                self.cost.bytes_written = self._unwritten.bytes_written
+                self.cost.bytes_written = self._writer.bytes
                 self._writer.close("finished" if text is None else "failed", text)
 
     def __enter__(self) -> Recorder:
@@ -418,11 +418,9 @@ class Recorder:
             row = _shape_row(tuple(value.shape), value.dtype)
             known = self._shapes[index]
             self._shapes[index] = row if known is None else np.maximum(known, row)
-        if value.numel() == 0:
-            pass
-        elif value.numel() <= BATCH_LIMIT:
+        if 0 < value.numel() <= BATCH_LIMIT:  # an empty value has nothing to reduce
             self._pending.append((index, flat_values(value, copy=True)))
-        else:
+        elif value.numel() > BATCH_LIMIT:
             i = slice(index, index + 1)
             values = flat_values(value, copy=False)
             x = self._work.get(values.numel(), torch.float64, values.device, 3).copy_(values)
@@ -504,7 +502,7 @@ class Recorder:
         self._centre_device.clear()
         if self._unwritten is not None:  # merged and written in batches (see .pending)
             self._unwritten.add(self._step, sums, maxes[HEAD:].view(k, MAX_WIDTH).numpy(), centres)
-            self.cost.bytes_written = self._unwritten.bytes_written
+            self.cost.bytes_written = self._writer.bytes
         self._sums.zero_()
         self._maxes_flat.fill_(float("-inf"))
         self._reset_host()
