@@ -235,11 +235,17 @@ def test_half_precision_equals_its_float32_upcast(dtype, numel, path):
     for key in ("min", "max", "zeros", "nans", "infs", "lo", "hi", "sampled"):
         assert getattr(got, key) == getattr(up, key), key
     assert (got.hist == up.hist).all()
-    # the same float32 sums; the fused kernels of two dtypes may add a row's values in another
-    # order (their vector loops differ), which float32 rounding shows at 1e-8
-    rel = 0 if path == "eager" else 1e-7
+    if path == "eager":  # the same float32 chunks, added in the same order
+        for key in ("mean", "std", "l2"):
+            assert getattr(got, key) == getattr(up, key), key
+        return
+    # the fused kernels of two dtypes add a row's values in other orders (their vector loops
+    # differ with the CPU: on an AVX2 one these stds differ by 1.3e-7), so neither equals the
+    # other bit for bit: each is as close to the float64 values as float32 row sums allow
+    ref = _reference64(t)
     for key in ("mean", "std", "l2"):
-        assert getattr(got, key) == pytest.approx(getattr(up, key), rel=rel, abs=0), key
+        for each in (got, up):
+            assert getattr(each, key) == pytest.approx(ref[key], rel=1e-6, abs=0), key
 
 
 def test_large_tensors_bin_a_bounded_sample_over_the_exact_range(path):
