@@ -24,8 +24,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import nn
@@ -37,9 +36,9 @@ _LIVE: weakref.WeakSet[HookRegistry] = weakref.WeakSet()
 _COLLECTED: set[weakref.ref[HookRegistry]] = set()  # one per live registry, see __init__
 
 
-@dataclass(frozen=True)
-class HookRecord:
-    """One registered hook: its kind, the name of what it is attached to, and its handle."""
+class HookRecord(NamedTuple):
+    """One registered hook: its kind, the name of what it is attached to, and its handle
+    (a tuple: the Recorder registers one per layer output and forward, so it must be cheap)."""
 
     kind: str
     name: str
@@ -117,12 +116,10 @@ class HookRegistry:
 
     def remove(self, name: str | None = None) -> int:
         """Remove every hook (or only those attached to ``name``); return how many."""
-        keep: list[HookRecord] = []
-        drop: list[HookRecord] = []
-        with self._lock:
-            for record in self._records.values():  # one pass: views remove one layer's often
-                (keep if name is not None and record.name != name else drop).append(record)
-            _replace(self._records, keep)  # in place: the collection callback holds it
+        with self._lock:  # in place: the collection callback holds the dict
+            drop = [r for r in self._records.values() if name is None or r.name == name]
+            for record in drop:
+                del self._records[id(record.handle)]
         for record in drop:
             record.handle.remove()
         return len(drop)

@@ -129,7 +129,8 @@ class Internal(Generic[T]):
 # -- the guard (engine/guard.py): which forwards live hooks stay out of ----------------------
 
 FX_TRACING: Internal[Callable[[], bool]] = Internal(
-    "torch.fx._symbolic_trace.is_fx_symbolic_tracing",
+    # the flag itself: is_fx_symbolic_tracing() also asks is_compiling(), which the guard asks
+    "torch.fx._symbolic_trace._get_is_fx_tracing",
     lambda: False,
     "live hooks cannot tell that torch.fx is tracing; they still return at once when their "
     "inputs are fx Proxies",

@@ -46,7 +46,8 @@ from ..engine.registry import HookRegistry
 from ..engine.tensors import first_tensor
 from ..engine.torch_internals import GRAPH_TASK_ID
 from ..engine.wrappers import unwrap
-from .accumulate import Workspace, accumulate, accumulate_calls, flat_values
+from .accumulate import Workspace, accumulate, flat_values
+from .batch import BATCH_LIMIT, Batch
 from .collect import RankMismatchError, distributed, layer_hash, reduce_buckets
 from .layout import (
     BINS,
@@ -73,14 +74,6 @@ from .runfolder import RunWriter, first_step
 from .signals import on_stop_signals
 
 __all__ = ["Recorder", "RecorderCost"]
-
-# tensors up to this many values are copied at the hook and reduced together in step() (one
-# batch of tensor operations for every key: the per-key cost is a copy); larger ones are
-# reduced at the hook, so no large copy outlives it
-BATCH_LIMIT = 1 << 11
-# a CPU batch up to this many values is reduced in numpy (a numpy call costs a fraction of a
-# torch call; the compiled kernel's fixed cost pays off on larger batches)
-HOST_BATCH = 1 << 13
 
 
 @dataclass
@@ -215,9 +208,8 @@ class Recorder:
         self._maxes = self._maxes_flat[HEAD:].view(k, MAX_WIDTH)
         self._centres = np.zeros(k)  # bucket centres: each key's previous mean (same on all ranks)
         self._centre_list = [0.0] * k
-        self._centre_device: dict[torch.device, torch.Tensor] = {}
         self._work = Workspace()
-        self._rows_cache: tuple[tuple, torch.Tensor] | None = None
+        self._batches: dict[torch.device, Batch] = {}  # small values, reduced in step()
         self._reset_host()
         self._params = [(key, modules[key.layer]) for key in self.keys
                         if key.kind in ("parameter", "parameter_gradient")]  # fmt: skip
@@ -397,7 +389,6 @@ class Recorder:
         self._trained, self._evaled = [False] * k, [False] * k
         self._shapes: list[np.ndarray | None] = [None] * k
         self._last_shape: list[Any] = [None] * k
-        self._pending: list[tuple[int, torch.Tensor]] = []  # (key, values) reduced in step()
 
     def _take(self, index: int, value: torch.Tensor, train: bool = True) -> None:
         """Count one call's ``value`` for key ``index`` (from a hook or step(); no sync)."""
@@ -411,21 +402,30 @@ class Recorder:
             self._drop(index)
         self._trained[index] = train
         self._calls[index] += 1
-        self._numel[index] += value.numel()
+        n = value.numel()
+        self._numel[index] += n
         shape = (value.shape, value.dtype)
         if shape != self._last_shape[index]:
             self._last_shape[index] = shape
             row = _shape_row(tuple(value.shape), value.dtype)
             known = self._shapes[index]
             self._shapes[index] = row if known is None else np.maximum(known, row)
-        if 0 < value.numel() <= BATCH_LIMIT:  # an empty value has nothing to reduce
-            self._pending.append((index, flat_values(value, copy=True)))
-        elif value.numel() > BATCH_LIMIT:
+        if n and not (n <= BATCH_LIMIT and self._batched(index, value)):  # empty: nothing to add
             i = slice(index, index + 1)
             values = flat_values(value, copy=False)
-            x = self._work.get(values.numel(), torch.float64, values.device, 3).copy_(values)
+            x = self._work.get(n, torch.float64, values.device, 3).copy_(values)
             accumulate(self._sums[i], self._maxes[i], x, None, self._centre_list[index], self._work)
         self.cost.hook_seconds += time.perf_counter() - start
+
+    def _batched(self, index: int, value: torch.Tensor) -> bool:
+        """Copy ``value`` into its device's batch (reduced first when full); False: no room."""
+        batch = self._batches.get(value.device)
+        if batch is None:
+            batch = self._batches[value.device] = Batch(value.device)
+        if batch.add(index, value):
+            return True
+        batch.reduce(self._sums, self._maxes, self._centres, self._work)
+        return batch.add(index, value)
 
     def _drop(self, index: int) -> None:
         """Forget key ``index``'s eval forwards of this step: training forwards replace them."""
@@ -433,33 +433,15 @@ class Recorder:
         self._calls[index] = self._numel[index] = 0
         self._evaled[index] = False
         self._shapes[index] = self._last_shape[index] = None
-        self._pending = [(i, v) for i, v in self._pending if i != index]
+        for batch in self._batches.values():
+            batch.drop(index)
         self._sums[index].zero_()
         self._maxes[index].fill_(float("-inf"))
 
     def _flush(self) -> None:
         """Reduce the batched small values (one pass for all keys) and write the host counts."""
-        groups: dict[tuple[torch.device, torch.dtype], list[tuple[int, torch.Tensor]]] = {}
-        for index, values in self._pending:
-            groups.setdefault((values.device, values.dtype), []).append((index, values))
-        for (device, _), items in groups.items():  # one batch per device and dtype
-            values = [v for _, v in items]
-            n = sum(v.numel() for v in values)
-            if device.type == "cpu" and n <= HOST_BATCH:
-                accumulate_calls(self._sums.numpy(), self._maxes.numpy(),
-                                 torch.cat(values).to(torch.float64).numpy(),
-                                 np.array([i for i, _ in items]),
-                                 np.array([v.numel() for v in values]), self._centres)  # fmt: skip
-                continue
-            x = self._work.get(n, torch.float64, device, 3)
-            if values[0].dtype == torch.float64:
-                torch.cat(values, out=x)
-            else:
-                x.copy_(torch.cat(values, out=self._work.get(n, values[0].dtype, device, 3)))
-            centres = self._centre_device.get(device)
-            if centres is None:
-                centres = self._centre_device[device] = torch.from_numpy(self._centres).to(device)
-            accumulate(self._sums, self._maxes, x, self._rows(items, device), centres, self._work)
+        for batch in self._batches.values():
+            batch.reduce(self._sums, self._maxes, self._centres, self._work)
         k = len(self.keys)
         host = np.empty((k, HOST_SUMS))
         host[:, 1], host[:, 2], host[:, 3] = self._calls, self._numel, self._evals
@@ -472,14 +454,6 @@ class Recorder:
                 shapes[i, EVALED - TRAINED + 1 :] = row
         _put(self._sums[:, :HOST_SUMS], host)
         _put(self._maxes[:, TRAINED:], shapes)
-
-    def _rows(self, items: list[tuple[int, torch.Tensor]], device: torch.device) -> torch.Tensor:
-        """The key of each batched value (kept: the same layers batch the same sizes each step)."""
-        layout = (device, tuple((i, v.numel()) for i, v in items))
-        if self._rows_cache is None or self._rows_cache[0] != layout:
-            rows = np.repeat([i for i, _ in items], [v.numel() for _, v in items])
-            self._rows_cache = (layout, torch.from_numpy(rows).to(device))
-        return self._rows_cache[1]
 
     def _record(self) -> None:
         rank = self._rank
@@ -499,7 +473,6 @@ class Recorder:
         centres = self._centres
         self._centres = next_centres(sums, centres)
         self._centre_list = self._centres.tolist()
-        self._centre_device.clear()
         if self._unwritten is not None:  # merged and written in batches (see .pending)
             self._unwritten.add(self._step, sums, maxes[HEAD:].view(k, MAX_WIDTH).numpy(), centres)
             self.cost.bytes_written = self._writer.bytes
@@ -550,7 +523,7 @@ def _forward_hook(me: weakref.ref[Recorder], index: int, grad_index: int | None)
         rec = me()
         if rec is None or not rec.recording or rec._closed or inert(output):
             return
-        t = first_tensor(output)
+        t = output if type(output) is torch.Tensor else first_tensor(output)
         if t is None:
             return
         train = rec.model.training
