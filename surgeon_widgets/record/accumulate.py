@@ -35,22 +35,15 @@ from ..engine.kernels import Kernel
 from .buckets import BUCKETS, bucket_index, bucket_index_numpy
 from .layout import FINITE, HIST, M2, MAX, NANS, NEG_MIN, SQ, SUM, ZEROS
 
-__all__ = ["Workspace", "accumulate", "accumulate_calls", "flat_values"]
+__all__ = ["Workspace", "accumulate", "accumulate_calls", "real_values"]
 
 INF = float("inf")
 
 
-def flat_values(t: torch.Tensor, copy: bool) -> torch.Tensor:
-    """``t`` flat, detached, real (complex: its magnitude); ``copy``: safe from in-place edits.
-
-    The copy keeps ``t``'s dtype: a same-dtype copy costs a third of a converting one on small
-    tensors, and the batch converts to float64 once.
-    """
+def real_values(t: torch.Tensor) -> torch.Tensor:
+    """``t`` detached and real (a complex tensor as its magnitude), in its own shape."""
     v = t.detach()
-    if v.is_complex():
-        return v.abs().reshape(-1)
-    v = v.reshape(-1)
-    return v.clone() if copy else v
+    return v.abs() if v.is_complex() else v
 
 
 class Workspace:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .accumulate import Workspace, accumulate, accumulate_calls
+from .accumulate import Workspace, accumulate, accumulate_calls, real_values
 
 __all__ = ["BATCH_LIMIT", "CAPACITY", "HOST_BATCH", "Batch"]
 
@@ -69,9 +69,7 @@ class Batch:
             if end > CAPACITY:
                 return False
             self._grow(end)
-        v = value.detach()
-        if v.is_complex():
-            v = v.abs()
+        v = real_values(value)
         if self._host is not None and v.dtype in _NUMPY_DTYPES and not v.is_neg():
             a = v.numpy()
             np.copyto(self._host[start:end].reshape(a.shape), a)

@@ -46,7 +46,7 @@ from ..engine.registry import HookRegistry
 from ..engine.tensors import first_tensor
 from ..engine.torch_internals import GRAPH_TASK_ID
 from ..engine.wrappers import unwrap
-from .accumulate import Workspace, accumulate, flat_values
+from .accumulate import Workspace, accumulate, real_values
 from .batch import BATCH_LIMIT, Batch
 from .collect import RankMismatchError, distributed, layer_hash, reduce_buckets
 from .layout import (
@@ -412,7 +412,7 @@ class Recorder:
             self._shapes[index] = row if known is None else np.maximum(known, row)
         if n and not (n <= BATCH_LIMIT and self._batched(index, value)):  # empty: nothing to add
             i = slice(index, index + 1)
-            values = flat_values(value, copy=False)
+            values = real_values(value).reshape(-1)
             x = self._work.get(n, torch.float64, values.device, 3).copy_(values)
             accumulate(self._sums[i], self._maxes[i], x, None, self._centre_list[index], self._work)
         self.cost.hook_seconds += time.perf_counter() - start
