@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from .accumulate import Workspace, accumulate, accumulate_calls, real_values
+from .accumulate_native import calls
 
 __all__ = ["BATCH_LIMIT", "CAPACITY", "HOST_BATCH", "Batch"]
 
@@ -108,7 +109,10 @@ class Batch:
         if not self.keys:
             return
         n = self._used
-        if self._host is not None and n <= HOST_BATCH and sums.device.type == "cpu":
+        on_host = self._host is not None and sums.device.type == "cpu"
+        if on_host and calls(sums, maxes, self._host[:n], self.keys, self.sizes, centres):
+            pass
+        elif on_host and n <= HOST_BATCH:
             accumulate_calls(sums.numpy(), maxes.numpy(), self._host[:n], np.array(self.keys),
                              np.array(self.sizes), centres)  # fmt: skip
         else:

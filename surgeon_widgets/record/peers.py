@@ -166,8 +166,8 @@ class Board:
                 else "the other ranks did not join this step")  # fmt: skip
         return (f"{head}: rank {self.rank} is at rec.step() of step {step}, {where} (it did not "
                 f"join: {cause}). One rank called rec.step() more or fewer times than the "
-                "others; pass your own step number, rec.step(step), to catch a skipped step at "
-                "once.")  # fmt: skip
+                "others; pass your own step number, rec.step(step), to catch a skipped step in "
+                "the next rec.step().")  # fmt: skip
 
     def _read(self, key: str) -> str | None:
         if self.store is None or not self._call("check", [self.prefix + key], raw=True):

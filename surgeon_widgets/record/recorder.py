@@ -26,6 +26,7 @@ from __future__ import annotations
 import atexit
 import functools
 import signal
+import threading
 import time
 import weakref
 from collections.abc import Sequence
@@ -47,8 +48,9 @@ from ..engine.tensors import first_tensor
 from ..engine.torch_internals import GRAPH_TASK_ID
 from ..engine.wrappers import unwrap
 from .accumulate import Workspace, accumulate, real_values
+from .accumulate_native import LIBRARY, one, row_addresses
 from .batch import BATCH_LIMIT, Batch
-from .collect import RankMismatchError, distributed, layer_hash, reduce_buckets
+from .collect import RankMismatchError, distributed, finish_exchange, layer_hash, start_exchange
 from .layout import (
     BINS,
     DTYPES,
@@ -201,13 +203,14 @@ class Recorder:
         self._board = Board(self._group) if self._group is not None else None
         self._hash = layer_hash([k.key for k in self.keys], every)
         self._device = self._bucket_device()
-        k = len(self.keys)
-        self._sums = torch.zeros(k, SUM_WIDTH, dtype=torch.float64, device=self._device)
-        self._maxes_flat = torch.full((HEAD + k * MAX_WIDTH,), float("-inf"), dtype=torch.float64,
-                                      device=self._device)  # fmt: skip
-        self._maxes = self._maxes_flat[HEAD:].view(k, MAX_WIDTH)
-        self._centres = np.zeros(k)  # bucket centres: each key's previous mean (same on all ranks)
-        self._centre_list = [0.0] * k
+        self._centres = np.zeros(len(self.keys))  # each key's last merged mean (same on all ranks)
+        # the buckets this step fills; with 2+ ranks the last recorded step's are merged
+        # meanwhile, in the spare set (see _record)
+        self._exchange: _Exchange | None = None
+        self._spare = _Buckets(len(self.keys), self._device) if self._world > 1 else None
+        self._use(_Buckets(len(self.keys), self._device))
+        if self._device.type == "cpu":
+            LIBRARY.get()  # the C loop builds meanwhile
         self._work = Workspace()
         self._batches: dict[torch.device, Batch] = {}  # small values, reduced in step()
         self._reset_host()
@@ -228,7 +231,7 @@ class Recorder:
             self._writer = RunWriter(self.path, self._manifest(model), self.keys, fsync,
                                      resume_at=resume_at, watch=watch)  # fmt: skip
             self._unwritten = Pending(self._writer, len(self.keys))
-            self._writer.every_beat(self._unwritten.flush_due)
+            self._writer.every_beat(self._on_beat)
             self._undo_signals = on_stop_signals(_stop_signal(weakref.ref(self)))
         self._hooks = HookRegistry("Recorder")
         self._grad_hooks = HookRegistry("Recorder gradients")
@@ -258,7 +261,9 @@ class Recorder:
 
         Call it on every rank, once per optimizer step, after ``backward()``. ``step``: your
         own step number (default: the last one + 1, from 0 or after a resumed run's last).
-        Passing it lets a rank that skipped a step be caught at once (the ranks' numbers
+        With 2+ ranks a recorded step's merge runs while the next step trains: it is checked
+        and written by the next ``step()`` (or :meth:`close`), which raises its errors.
+        Passing ``step`` lets a rank that skipped a step be caught then (the ranks' numbers
         differ: :class:`RankMismatchError` on every rank); without it a skipped or extra call
         is a :class:`RankMismatchError` when the Recorder's collective times out (``timeout``),
         naming each rank's last step, and the other ranks raise it when theirs fail.
@@ -273,8 +278,11 @@ class Recorder:
         try:
             if self.recording:
                 self._record()
-            elif self._unwritten is not None:
-                self._unwritten.flush_due()
+            else:
+                if self._finish():  # nothing recorded since: the buckets take its new centres
+                    self._use(self._buckets)
+                if self._unwritten is not None:
+                    self._unwritten.flush_due()
         finally:
             self._grad_hooks.remove()  # hooks of outputs whose backward never came
             if self._writer is not None:
@@ -287,8 +295,11 @@ class Recorder:
     def close(self, error: BaseException | str | None = None) -> None:
         """Remove every hook; mark the run finished (or failed, with ``error``). No collective.
 
-        A run stopped by a signal stays ``stopped``. With ``error``, an error another rank
-        reported (its :class:`RankMismatchError`) is what the folder says.
+        The last recorded step's merge, issued in its ``step()`` on every rank, is waited for
+        (with ``error``, at most :data:`CLOSE_WAIT` seconds) and written; its
+        :class:`RankMismatchError`, if the ranks disagreed, is raised here. A run stopped by a
+        signal stays ``stopped``. With ``error``, an error another rank reported (its
+        :class:`RankMismatchError`) is what the folder says.
         """
         if self._closed:
             return
@@ -299,6 +310,11 @@ class Recorder:
             f"{type(error).__name__}: {error}")  # fmt: skip
         if text is not None and not isinstance(error, RankMismatchError):
             text = self._peer_failure() or text
+        mismatch = None
+        try:  # the last recorded step's collectives, issued on every rank: only a wait
+            self._finish(None if text is None else CLOSE_WAIT)
+        except RankMismatchError as failed:
+            mismatch, text = failed, text or f"RankMismatchError: {failed}"
         if self._board is not None:
             self._board.post(self._step - 1)  # where this rank ended, for a rank still waiting
         if self._writer is not None:
@@ -308,6 +324,8 @@ class Recorder:
             finally:
                 self.cost.bytes_written = self._writer.bytes
                 self._writer.close("finished" if text is None else "failed", text)
+        if mismatch is not None and error is None:
+            raise mismatch
 
     def __enter__(self) -> Recorder:
         return self
@@ -351,22 +369,22 @@ class Recorder:
     def _peer_failure(self) -> str | None:
         return self._board.failure() if self._board is not None else None
 
-    def _reduce(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """The step's collectives; a rank that waited in vain names where the others are."""
-        group = self._group if self._group is not None else self.group
-        if self._board is None:
-            return reduce_buckets(self._sums.view(-1), self._maxes_flat, self._step, self._hash,
-                                  group)  # fmt: skip
-        self._board.post(self._step)
+    def _wait(
+        self, exchange: _Exchange, timeout: float | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """An exchange's reduced buckets; a rank that waited in vain names where the others are."""
+        b = exchange.buckets
         try:
-            return reduce_buckets(self._sums.view(-1), self._maxes_flat, self._step, self._hash,
-                                  group)  # fmt: skip
+            return finish_exchange(exchange.works, b.sums.view(-1), b.maxes_flat, exchange.step,
+                                   timeout)  # fmt: skip
         except RankMismatchError as error:
+            if self._board is None:
+                raise
             cause = error.__cause__
             if not isinstance(cause, RuntimeError):  # the ranks disagreed, every one knows
                 self._board.report(str(error))
                 raise
-            message = self._board.waited_in_vain(self._step, cause)
+            message = self._board.waited_in_vain(exchange.step, cause)
             self._board.report(message)
             raise RankMismatchError(message) from cause
 
@@ -410,12 +428,22 @@ class Recorder:
             row = _shape_row(tuple(value.shape), value.dtype)
             known = self._shapes[index]
             self._shapes[index] = row if known is None else np.maximum(known, row)
-        if n and not (n <= BATCH_LIMIT and self._batched(index, value)):  # empty: nothing to add
-            i = slice(index, index + 1)
-            values = real_values(value).reshape(-1)
-            x = self._work.get(n, torch.float64, values.device, 3).copy_(values)
-            accumulate(self._sums[i], self._maxes[i], x, None, self._centre_list[index], self._work)
+        if n:  # empty: nothing to add
+            self._add_values(index, value, n)
         self.cost.hook_seconds += time.perf_counter() - start
+
+    def _add_values(self, index: int, value: torch.Tensor, n: int) -> None:
+        """Reduce ``value`` at once (one C call, on a CPU), or batch it (small), or reduce it
+        in torch (large)."""
+        rows = self._rows_at
+        if rows is not None and one(value, self._centre_list[index], rows[index]):
+            return
+        if n <= BATCH_LIMIT and self._batched(index, value):
+            return
+        i = slice(index, index + 1)
+        values = real_values(value).reshape(-1)
+        x = self._work.get(n, torch.float64, values.device, 3).copy_(values)
+        accumulate(self._sums[i], self._maxes[i], x, None, self._centre_list[index], self._work)
 
     def _batched(self, index: int, value: torch.Tensor) -> bool:
         """Copy ``value`` into its device's batch (reduced first when full); False: no room."""
@@ -424,7 +452,7 @@ class Recorder:
             batch = self._batches[value.device] = Batch(value.device)
         if batch.add(index, value):
             return True
-        batch.reduce(self._sums, self._maxes, self._centres, self._work)
+        batch.reduce(self._sums, self._maxes, self._buckets.centres, self._work)
         return batch.add(index, value)
 
     def _drop(self, index: int) -> None:
@@ -441,7 +469,7 @@ class Recorder:
     def _flush(self) -> None:
         """Reduce the batched small values (one pass for all keys) and write the host counts."""
         for batch in self._batches.values():
-            batch.reduce(self._sums, self._maxes, self._centres, self._work)
+            batch.reduce(self._sums, self._maxes, self._buckets.centres, self._work)
         k = len(self.keys)
         host = np.empty((k, HOST_SUMS))
         host[:, 1], host[:, 2], host[:, 3] = self._calls, self._numel, self._evals
@@ -467,19 +495,109 @@ class Recorder:
         start = time.perf_counter()
         self._flush()
         self.cost.hook_seconds += time.perf_counter() - start
-        sums, maxes = self._reduce()
-        k = len(self.keys)
-        sums = sums.view(k, SUM_WIDTH).numpy()
-        centres = self._centres
-        self._centres = next_centres(sums, centres)
-        self._centre_list = self._centres.tolist()
-        if self._unwritten is not None:  # merged and written in batches (see .pending)
-            self._unwritten.add(self._step, sums, maxes[HEAD:].view(k, MAX_WIDTH).numpy(), centres)
-            self.cost.bytes_written = self._writer.bytes
-        self._sums.zero_()
-        self._maxes_flat.fill_(float("-inf"))
+        if self._board is not None:
+            self._board.post(self._step)
+        group = self._group if self._group is not None else self.group
+        filled = self._buckets
+        works = start_exchange(filled.sums.view(-1), filled.maxes_flat, self._step, self._hash,
+                               group)  # fmt: skip
+        # with 2+ ranks this step's merge runs while the next step trains (a collective's
+        # latency, not its size, is most of its cost on gloo): it is waited for, checked and
+        # written in the next step() (or close()), and the next step fills the spare buckets
+        self._finish()
+        self._exchange = _Exchange(works, filled, self._step)
+        if self._spare is None:
+            self._finish()
+            self._use(filled)
+        else:
+            self._spare, spare = filled, self._spare
+            self._use(spare)
         self._reset_host()
         self.cost.recorded += 1
+
+    def _use(self, buckets: _Buckets) -> None:
+        """Fill ``buckets`` (zeroed) from now on, bucketed about the last merged means."""
+        self._buckets = buckets
+        self._sums, self._maxes_flat, self._maxes = buckets.sums, buckets.maxes_flat, buckets.maxes
+        self._rows_at = buckets.rows_at
+        buckets.centres = self._centres
+        self._centre_list = self._centres.tolist()
+
+    def _finish(self, timeout: float | None = None) -> bool:
+        """Wait for the last recorded step's merge (if not done yet), keep its records, and
+        zero its buckets; buckets used from now on are centred on its means. ``False``: there
+        was none."""
+        exchange, self._exchange = self._exchange, None
+        if exchange is None:
+            return False
+        with exchange.lock:
+            sums = self._keep(exchange, timeout)
+        self._centres = next_centres(sums, exchange.buckets.centres)
+        exchange.buckets.sums.zero_()
+        exchange.buckets.maxes_flat.fill_(float("-inf"))
+        return True
+
+    def _keep(self, exchange: _Exchange, timeout: float | None = None) -> np.ndarray:
+        """The exchange's merged sum bucket, waited for and checked; the writer keeps its
+        records (once: the heartbeat may have). Under ``exchange.lock``."""
+        if exchange.sums is None:
+            sums, maxes = self._wait(exchange, timeout)
+            k = len(self.keys)
+            sums = sums.view(k, SUM_WIDTH).numpy()
+            if self._unwritten is not None:  # merged and written in batches (see .pending)
+                self._unwritten.add(exchange.step, sums, maxes[HEAD:].view(k, MAX_WIDTH).numpy(),
+                                    exchange.buckets.centres)  # fmt: skip
+                self.cost.bytes_written = self._writer.bytes
+            exchange.sums = sums
+        return exchange.sums
+
+    def _on_beat(self) -> None:
+        """The writer's heartbeat: a merge that is done is kept now, so a paused training loop
+        (no next step() yet) still gets its last records out; then the due writes."""
+        self._keep_if_done()
+        self._unwritten.flush_due()
+
+    def _keep_if_done(self) -> None:
+        """Keep the records of a merge whose collectives are done (the writer's heartbeat and
+        stop signal; never waits: a busy training thread keeps them itself)."""
+        exchange = self._exchange
+        if (exchange is None or exchange.sums is not None
+                or not all(w.is_completed() for w in exchange.works)
+                or not exchange.lock.acquire(blocking=False)):  # fmt: skip
+            return
+        try:
+            self._keep(exchange)
+        except RankMismatchError:  # the ranks disagreed: the next step() raises it
+            pass
+        finally:
+            exchange.lock.release()
+
+
+CLOSE_WAIT = 10.0
+"""Seconds ``close(error)`` waits for the last recorded step's merge (a peer may be gone)."""
+
+
+class _Buckets:
+    """One step's device buckets: sums, maxes (after the HEAD rows), each key's rows' addresses
+    for the C loop (``None`` off the CPU) and the centres its buckets are of."""
+
+    def __init__(self, keys: int, device: torch.device) -> None:
+        self.sums = torch.zeros(keys, SUM_WIDTH, dtype=torch.float64, device=device)
+        self.maxes_flat = torch.full((HEAD + keys * MAX_WIDTH,), float("-inf"),
+                                     dtype=torch.float64, device=device)  # fmt: skip
+        self.maxes = self.maxes_flat[HEAD:].view(keys, MAX_WIDTH)
+        self.rows_at = row_addresses(self.sums, self.maxes) if device.type == "cpu" else None
+        self.centres = np.zeros(keys)
+
+
+class _Exchange:
+    """A recorded step's collectives under way, the buckets they read and write, and once they
+    are done and checked, the merged sum bucket (its records kept)."""
+
+    def __init__(self, works: list[Any], buckets: _Buckets, step: int) -> None:
+        self.works, self.buckets, self.step = works, buckets, step
+        self.sums: np.ndarray | None = None
+        self.lock = threading.Lock()
 
 
 def _put(columns: torch.Tensor, values: np.ndarray) -> None:
@@ -552,6 +670,7 @@ def _stop_signal(me: weakref.ref[Recorder]):
     def stopped(signum: int) -> None:
         rec = me()
         if rec is not None and rec._writer is not None and not rec._closed:
+            rec._keep_if_done()
             rec._unwritten.flush(wait=False)  # the process may end right after
             rec._writer.stopped(signal.Signals(signum).name)
 

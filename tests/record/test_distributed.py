@@ -48,7 +48,7 @@ def test_a_rank_that_skips_a_step_gets_an_error(spawn, tmp_path):
     assert time.monotonic() - started < 40
     for explicit in (True, False):
         got = [json.loads((tmp_path / f"skip{explicit}{r}.json").read_text()) for r in (0, 1)]
-        if explicit:  # both ranks see the disagreement at once
+        if explicit:  # both ranks see the disagreement in their next step()
             assert "ranks disagree on the step number" in got[0]["message"], got
             assert "ranks disagree on the step number" in got[1]["message"], got
             assert got[0]["seconds"] < 3

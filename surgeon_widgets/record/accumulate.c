@@ -1,0 +1,157 @@
+/* The recorder's statistics of float64 / float32 values, one call at a time (see accumulate_native.py).
+
+Each call's values add into its key's rows: sums[FINITE, NANS, ZEROS, SUM, M2, SQ] and the bucket
+counts from sums[HIST], maxes[MAX] and maxes[NEG_MIN]. M2 is centred on the call's own mean and SQ
+adds total^2 / n of the call (the merge combines centred sums of any grouping exactly). A bucket
+is the one of buckets.py: the sign, exponent and top mantissa bits of (value - centre) as a
+float32. Column numbers and the bucket rule's constants come from Python (layout.py, buckets.py)
+in one int64 array, so they are defined once. */
+
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+enum { FINITE, NANS, ZEROS, SUM, M2, SQ, HIST, SUM_WIDTH, MAX, NEG_MIN, MAX_WIDTH, SHIFT, LOW, SIDE };
+
+#define BLOCK 256
+#define MAX_BUCKETS 2048
+
+/* The bucket of each of n <= BLOCK values (finite ones; x - centre may overflow float32: an
+   IEEE narrowing gives an infinity, in the outermost bucket), in a loop the compiler
+   vectorizes. */
+#define DEFINE_BUCKETS(NAME, T)                                                                \
+    static void NAME(const T *restrict x, int64_t n, double centre, int32_t *restrict out,     \
+                     const int64_t *L) {                                                       \
+        const int32_t shift = (int32_t)L[SHIFT], low = (int32_t)(L[LOW] - 1);                 \
+        const int32_t side = (int32_t)L[SIDE];                                                 \
+        for (int64_t i = 0; i < n; i++) {                                                      \
+            union { float f; int32_t i; } u;                                                   \
+            u.f = (float)((double)x[i] - centre);                                              \
+            int32_t sign = u.i >> 31; /* -1 for negative values (and -0.0) */                  \
+            int32_t q = ((u.i & 0x7FFFFFFF) >> shift) - low;                                   \
+            q = q < 0 ? 0 : q;                                                                 \
+            q = q > side ? side : q;                                                           \
+            out[i] = ((q ^ sign) - sign) + side;                                               \
+        }                                                                                      \
+    }
+
+DEFINE_BUCKETS(buckets_f64, double)
+DEFINE_BUCKETS(buckets_f32, float)
+
+/* One call: pass 1 counts, sums and extremes; pass 2, in blocks, the squares about the call's
+   mean and the buckets. The common case (every value finite) runs without a test per value: a
+   NaN or an infinity makes the plain total non-finite, and a careful loop runs instead. A
+   call's buckets are counted in int32 in two interleaved copies (consecutive values often share
+   a bucket: one copy would chain each increment on the last), then added into the key's row. */
+#define DEFINE_CALL(NAME, T, BUCKETS)                                                          \
+    static void NAME(const T *x, int64_t n, double centre, double *s, double *m,              \
+                     const int64_t *L) {                                                       \
+        int64_t finite = n, nans = 0, zeros = 0, i = 0;                                        \
+        double t0 = 0.0, t1 = 0.0, t2 = 0.0, t3 = 0.0;                                         \
+        double h0 = -(double)INFINITY, h1 = h0, l0 = (double)INFINITY, l1 = l0;                \
+        for (; i + 4 <= n; i += 4) {                                                           \
+            double a = (double)x[i], b = (double)x[i + 1];                                     \
+            double c = (double)x[i + 2], d = (double)x[i + 3];                                 \
+            t0 += a; t1 += b; t2 += c; t3 += d;                                                \
+            h0 = a > h0 ? a : h0; h1 = b > h1 ? b : h1;                                        \
+            h0 = c > h0 ? c : h0; h1 = d > h1 ? d : h1;                                        \
+            l0 = a < l0 ? a : l0; l1 = b < l1 ? b : l1;                                        \
+            l0 = c < l0 ? c : l0; l1 = d < l1 ? d : l1;                                        \
+            zeros += (a == 0.0) + (b == 0.0) + (c == 0.0) + (d == 0.0);                        \
+        }                                                                                      \
+        for (; i < n; i++) {                                                                   \
+            double a = (double)x[i];                                                           \
+            t0 += a; h0 = a > h0 ? a : h0; l0 = a < l0 ? a : l0; zeros += a == 0.0;            \
+        }                                                                                      \
+        double total = (t0 + t1) + (t2 + t3);                                                  \
+        double high = h0 > h1 ? h0 : h1, low = -(l0 < l1 ? l0 : l1);                           \
+        int all_finite = total - total == 0.0;                                                 \
+        if (!all_finite) {                                                                     \
+            finite = zeros = 0;                                                                \
+            total = 0.0, high = low = -(double)INFINITY;                                       \
+            for (i = 0; i < n; i++) {                                                          \
+                double v = (double)x[i];                                                       \
+                if (v != v) {                                                                  \
+                    nans++;                                                                    \
+                } else if (v < INFINITY && v > -INFINITY) {                                    \
+                    finite++;                                                                  \
+                    zeros += v == 0.0;                                                         \
+                    total += v;                                                                \
+                    high = v > high ? v : high;                                                \
+                    low = -v > low ? -v : low;                                                 \
+                }                                                                              \
+            }                                                                                  \
+        }                                                                                      \
+        double held = finite > 0 ? (double)finite : 1.0, mean = total / held;                  \
+        double m0 = 0.0, m1 = 0.0, m2 = 0.0, m3 = 0.0;                                         \
+        if (finite > 0) {                                                                      \
+            /* buckets are monotone in the value: the call's lie between its extremes' */      \
+            int32_t edge[2];                                                                   \
+            double ends[2] = {-low, high};                                                     \
+            buckets_f64(ends, 2, centre, edge, L);                                             \
+            int64_t first = edge[0], width = edge[1] - edge[0] + 1;                            \
+            int32_t counts[2][MAX_BUCKETS], index[BLOCK];                                      \
+            memset(counts[0], 0, width * sizeof(int32_t));                                     \
+            memset(counts[1], 0, width * sizeof(int32_t));                                     \
+            int32_t *c0 = counts[0] - first, *c1 = counts[1] - first;                          \
+            for (int64_t b = 0; b < n; b += BLOCK) {                                           \
+                int64_t size = n - b < BLOCK ? n - b : BLOCK;                                  \
+                const T *y = x + b;                                                            \
+                BUCKETS(y, size, centre, index, L);                                            \
+                if (all_finite) {                                                              \
+                    int64_t j = 0;                                                             \
+                    for (; j + 4 <= size; j += 4) {                                            \
+                        double a = (double)y[j] - mean, bb = (double)y[j + 1] - mean;          \
+                        double c = (double)y[j + 2] - mean, d = (double)y[j + 3] - mean;       \
+                        m0 += a * a; m1 += bb * bb; m2 += c * c; m3 += d * d;                  \
+                        c0[index[j]]++; c1[index[j + 1]]++;                                    \
+                        c0[index[j + 2]]++; c1[index[j + 3]]++;                                \
+                    }                                                                          \
+                    for (; j < size; j++) {                                                    \
+                        double a = (double)y[j] - mean;                                        \
+                        m0 += a * a; c0[index[j]]++;                                           \
+                    }                                                                          \
+                } else {                                                                       \
+                    for (int64_t j = 0; j < size; j++) {                                       \
+                        double v = (double)y[j];                                               \
+                        if (v < INFINITY && v > -INFINITY) {                                   \
+                            m0 += (v - mean) * (v - mean); c0[index[j]]++;                     \
+                        }                                                                      \
+                    }                                                                          \
+                }                                                                              \
+            }                                                                                  \
+            double *row = s + L[HIST];                                                         \
+            for (int64_t j = first; j < first + width; j++) row[j] += (double)(c0[j] + c1[j]); \
+        }                                                                                      \
+        s[L[FINITE]] += (double)finite;                                                        \
+        s[L[NANS]] += (double)nans;                                                            \
+        s[L[ZEROS]] += (double)zeros;                                                          \
+        s[L[SUM]] += total;                                                                    \
+        s[L[M2]] += (m0 + m1) + (m2 + m3);                                                     \
+        s[L[SQ]] += total * total / held;                                                      \
+        if (high > m[L[MAX]]) m[L[MAX]] = high;                                                \
+        if (low > m[L[NEG_MIN]]) m[L[NEG_MIN]] = low;                                          \
+    }
+
+DEFINE_CALL(call_f64, double, buckets_f64)
+DEFINE_CALL(call_f32, float, buckets_f32)
+
+/* One call of n values into one key's rows (s: its sums row, m: its maxes row). */
+void sw_one_f64(const double *x, int64_t n, double centre, double *s, double *m, const int64_t *L) {
+    call_f64(x, n, centre, s, m, L);
+}
+
+void sw_one_f32(const float *x, int64_t n, double centre, double *s, double *m, const int64_t *L) {
+    call_f32(x, n, centre, s, m, L);
+}
+
+/* A batch: call c is sizes[c] values of key keys[c], one call after another in x. */
+void sw_calls_f64(const double *x, const int64_t *keys, const int64_t *sizes, int64_t calls,
+                  const double *centres, double *sums, double *maxes, const int64_t *L) {
+    for (int64_t c = 0; c < calls; c++) {
+        int64_t k = keys[c];
+        call_f64(x, sizes[c], centres[k], sums + k * L[SUM_WIDTH], maxes + k * L[MAX_WIDTH], L);
+        x += sizes[c];
+    }
+}
