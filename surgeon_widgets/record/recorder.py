@@ -436,8 +436,11 @@ class Recorder:
         """Reduce ``value`` at once (one C call, on a CPU), or batch it (small), or reduce it
         in torch (large)."""
         rows = self._rows_at
-        if rows is not None and one(value, self._centre_list[index], rows[index]):
-            return
+        if rows is not None:
+            if n <= BATCH_LIMIT and value.dtype in _C_DTYPES and not value.is_contiguous():
+                value = value.detach().contiguous()  # one small copy costs less than a batch
+            if one(value, self._centre_list[index], rows[index]):
+                return
         if n <= BATCH_LIMIT and self._batched(index, value):
             return
         i = slice(index, index + 1)
@@ -470,18 +473,24 @@ class Recorder:
         """Reduce the batched small values (one pass for all keys) and write the host counts."""
         for batch in self._batches.values():
             batch.reduce(self._sums, self._maxes, self._buckets.centres, self._work)
-        k = len(self.keys)
-        host = np.empty((k, HOST_SUMS))
-        host[:, 1], host[:, 2], host[:, 3] = self._calls, self._numel, self._evals
-        host[:, 0] = host[:, 1] > 0
-        shapes = np.full((k, MAX_WIDTH - TRAINED), float("-inf"))
-        shapes[:, 0] = self._trained
-        shapes[:, EVALED - TRAINED] = self._evaled
-        for i, row in enumerate(self._shapes):
-            if row is not None:
-                shapes[i, EVALED - TRAINED + 1 :] = row
-        _put(self._sums[:, :HOST_SUMS], host)
-        _put(self._maxes[:, TRAINED:], shapes)
+        b = self._buckets
+        sums, maxes = b.host_sums, b.host_maxes
+        counts = np.array((self._calls, self._numel, self._evals), dtype=np.float64)
+        sums[:, 1:] = counts.T
+        np.greater(counts[0], 0, out=sums[:, 0])
+        maxes[:, 0] = self._trained
+        maxes[:, EVALED - TRAINED] = self._evaled
+        shape = EVALED - TRAINED + 1
+        if all(row is not None for row in self._shapes):
+            maxes[:, shape:] = self._shapes
+        else:  # keys not called this step keep -inf
+            for i, row in enumerate(self._shapes):
+                if row is not None:
+                    maxes[i, shape:] = row
+        if b.device.type != "cpu":  # host tables, copied in
+            self._sums[:, :HOST_SUMS].copy_(torch.from_numpy(sums))
+            self._maxes[:, TRAINED:].copy_(torch.from_numpy(maxes))
+            maxes.fill(float("-inf"))
 
     def _record(self) -> None:
         rank = self._rank
@@ -579,15 +588,25 @@ CLOSE_WAIT = 10.0
 
 class _Buckets:
     """One step's device buckets: sums, maxes (after the HEAD rows), each key's rows' addresses
-    for the C loop (``None`` off the CPU) and the centres its buckets are of."""
+    for the C loop (``None`` off the CPU), the centres its buckets are of, and where the host's
+    counts are written."""
 
     def __init__(self, keys: int, device: torch.device) -> None:
         self.sums = torch.zeros(keys, SUM_WIDTH, dtype=torch.float64, device=device)
         self.maxes_flat = torch.full((HEAD + keys * MAX_WIDTH,), float("-inf"),
                                      dtype=torch.float64, device=device)  # fmt: skip
         self.maxes = self.maxes_flat[HEAD:].view(keys, MAX_WIDTH)
+        self.device = device
         self.rows_at = row_addresses(self.sums, self.maxes) if device.type == "cpu" else None
         self.centres = np.zeros(keys)
+        # where step() writes the counts the host knows: the buckets' own columns on a CPU,
+        # else host tables copied in
+        if device.type == "cpu":
+            self.host_sums = self.sums.numpy()[:, :HOST_SUMS]
+            self.host_maxes = self.maxes.numpy()[:, TRAINED:]
+        else:
+            self.host_sums = np.zeros((keys, HOST_SUMS))
+            self.host_maxes = np.full((keys, MAX_WIDTH - TRAINED), float("-inf"))
 
 
 class _Exchange:
@@ -600,12 +619,7 @@ class _Exchange:
         self.lock = threading.Lock()
 
 
-def _put(columns: torch.Tensor, values: np.ndarray) -> None:
-    """Host numbers into columns of a device bucket (through numpy on the CPU: no torch call)."""
-    if columns.device.type == "cpu":
-        columns.numpy()[...] = values
-    else:
-        columns.copy_(torch.from_numpy(values))
+_C_DTYPES = (torch.float32, torch.float64)
 
 
 @functools.lru_cache(maxsize=1024)

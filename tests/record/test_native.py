@@ -1,0 +1,144 @@
+"""record/accumulate_native.py (and engine/native.py): the C loop gives the torch path's numbers."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from surgeon_widgets import Recorder, read_run
+from surgeon_widgets.engine import native
+from surgeon_widgets.record import accumulate as acc
+from surgeon_widgets.record import accumulate_native as c_loop
+from surgeon_widgets.record.layout import HIST, M2, MAX_WIDTH, SQ, SUM_WIDTH
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _built():
+    assert c_loop.LIBRARY.wait(), "the C loop did not build (see the RuntimeWarning)"
+
+
+def _buckets(k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    return (torch.zeros(k, SUM_WIDTH, dtype=torch.float64),
+            torch.full((k, MAX_WIDTH), -math.inf, dtype=torch.float64))  # fmt: skip
+
+
+def _cases() -> list[torch.Tensor]:
+    g = torch.Generator().manual_seed(0)
+    mixed = torch.randn(1000, generator=g) * 3
+    mixed[[1, 7, 300]] = torch.tensor([math.nan, math.inf, -math.inf])
+    mixed[10:30] = 0.0
+    mixed[31] = -0.0
+    mixed[32] = 1e-42  # a float32 denormal
+    return [
+        torch.randn(7, 5, generator=g),  # not a multiple of 4
+        torch.randn(3, 300, generator=g) + 40.0,  # several blocks, far from the centre
+        mixed,
+        torch.full((9,), math.nan),  # no finite value
+        torch.tensor([3.5]),
+        torch.tensor([1e300, -1e300, 2.0], dtype=torch.float64),  # past float32: outermost
+        torch.randn(513, dtype=torch.float64, generator=g) * 1e-30,
+    ]
+
+
+@pytest.mark.parametrize("case", range(len(_cases())))
+@pytest.mark.parametrize("centre", [0.0, 0.75])
+def test_one_call_equals_the_torch_path(case, centre):
+    values = _cases()[case]
+    sums, maxes = _buckets(1)
+    assert c_loop.one(values, centre, c_loop.row_addresses(sums, maxes)[0])
+    ref_sums, ref_maxes = _buckets(1)
+    acc.accumulate(ref_sums, ref_maxes, values.reshape(-1).double(), None, centre)
+    assert torch.equal(sums[:, HIST:], ref_sums[:, HIST:])  # buckets: bit for bit
+    assert torch.equal(maxes, ref_maxes)
+    with np.errstate(invalid="ignore"):  # 1e300 squared is inf on both sides
+        assert torch.allclose(sums[:, :HIST], ref_sums[:, :HIST], rtol=1e-12, atol=1e-300,
+                              equal_nan=True)  # fmt: skip
+
+
+def test_a_batch_of_calls_equals_numpy_up_to_grouping():
+    cases = [c.reshape(-1).double() for c in _cases() if c.abs().nan_to_num().max() < 1e30]
+    x = torch.cat(cases).numpy()
+    keys, sizes = [i % 3 for i in range(len(cases))], [len(c) for c in cases]
+    centres = np.array([0.0, -1.0, 0.5])
+    sums, maxes = np.zeros((3, SUM_WIDTH)), np.full((3, MAX_WIDTH), -math.inf)
+    assert c_loop.calls(sums, maxes, x, keys, sizes, centres)
+    ref_sums, ref_maxes = np.zeros((3, SUM_WIDTH)), np.full((3, MAX_WIDTH), -math.inf)
+    acc.accumulate_calls(ref_sums, ref_maxes, x, np.array(keys), np.array(sizes), centres)
+    assert np.array_equal(sums[:, HIST:], ref_sums[:, HIST:]) and np.array_equal(maxes, ref_maxes)
+    # M2 is centred on each call's mean in C, on each key's in numpy: their sum of squares agrees
+    others = [c for c in range(HIST) if c not in (M2, SQ)]
+    assert np.allclose(sums[:, others], ref_sums[:, others], rtol=1e-12)
+    assert np.allclose(sums[:, M2] + sums[:, SQ], ref_sums[:, M2] + ref_sums[:, SQ], rtol=1e-12)
+    with pytest.raises(ValueError, match="keys"):  # a key past the table is refused, not written
+        c_loop.calls(sums, maxes, x, [0, 5], [1, 1], centres)
+
+
+def test_records_with_and_without_the_c_loop_agree(tmp_path, monkeypatch):
+    # in-place ReLUs edit the convolutions' outputs after their hooks: each is reduced at once
+    def run(folder):
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.ReLU(inplace=True),
+                              nn.Conv2d(8, 8, 3), nn.ReLU(inplace=True), nn.Flatten(),
+                              nn.Linear(8 * 12 * 12, 10))  # fmt: skip
+        g = torch.Generator().manual_seed(1)
+        with Recorder(model, folder, every=1, params=True) as rec:
+            for _ in range(3):
+                model(torch.randn(2, 3, 16, 16, generator=g)).pow(2).mean().backward()
+                rec.step()
+        return read_run(folder)
+
+    fast = run(tmp_path / "c")
+    monkeypatch.setattr(c_loop.LIBRARY, "get", lambda: None)
+    slow = run(tmp_path / "python")
+    compared = 0
+    for layer in fast.layers:
+        for key, series in fast.stats(layer).items():
+            other = slow.stats(layer)[key]
+            assert series.steps == other.steps == [0, 1, 2]
+            for a, b in zip(series.values, other.values, strict=True):
+                same = (a.numel, a.min, a.max, a.zeros, a.nans)
+                assert same == (b.numel, b.min, b.max, b.zeros, b.nans), key
+                assert a.mean == pytest.approx(b.mean, rel=1e-9, abs=1e-12), key
+                assert a.std == pytest.approx(b.std, rel=1e-9, abs=1e-12), key
+                assert np.array_equal(a.hist, b.hist), key
+                compared += 1
+    assert compared >= 3 * 14  # outputs, gradients, weights and their gradients of 7 layers
+
+
+def test_without_a_compiler_the_python_path_stays_with_one_warning(tmp_path, monkeypatch):
+    monkeypatch.setenv("SURGEON_WIDGETS_CACHE", str(tmp_path / "cache"))
+    source = tmp_path / "twice.c"
+    source.write_text("long twice(long x) { return 2 * x; }")
+    import ctypes
+
+    functions = {"twice": (ctypes.c_long, [ctypes.c_long])}
+    lib = native.NativeLibrary(source, functions)
+    assert lib.wait() and lib.get().twice(21) == 42
+    built = list((tmp_path / "cache").iterdir())
+    assert len(built) == 1 and built[0].suffix == ".so"
+    made = built[0].stat().st_mtime_ns
+    again = native.NativeLibrary(source, functions)  # the same source: loaded from the cache
+    assert again.wait() and again.get().twice(2) == 4
+    assert list((tmp_path / "cache").iterdir()) == built and built[0].stat().st_mtime_ns == made
+    monkeypatch.setattr(native, "_compiler", lambda: None)
+    source.write_text("long twice(long x) { return 3 * x; }")  # another source, no compiler
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        missing = native.NativeLibrary(source, functions)
+        assert not missing.wait() and missing.get() is None
+    assert [str(w.message) for w in seen if "no C compiler" in str(w.message)], seen
+    monkeypatch.undo()
+    monkeypatch.setenv("SURGEON_WIDGETS_CACHE", str(tmp_path / "cache"))
+    source.write_text("long twice(long x) { return 2 * x }")  # a syntax error
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        broken = native.NativeLibrary(source, functions)
+        assert not broken.wait() and broken.get() is None
+    assert any("could not be built" in str(w.message) and "error" in str(w.message)
+               for w in seen), [str(w.message) for w in seen]  # fmt: skip
+    assert not native.NativeLibrary(source, functions, enabled=False).wait()
