@@ -143,7 +143,8 @@ class Recorder:
     Raises:
         UnknownNameError: a layer name the model does not have (closest names listed).
         FileExistsError: ``path`` holds a run (and ``resume`` is not set) or other files.
-        RankMismatchError: (at construction or in ``step()``) ranks disagree on the layer list
+        RankMismatchError: (at construction, or with 2+ ranks in the ``step()`` after the
+            recorded step, or in ``close()`` for the last one) ranks disagree on the layer list
             or on the step number; raised on every rank, the folder then says ``failed``.
     """
 
