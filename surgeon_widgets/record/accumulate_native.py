@@ -34,7 +34,9 @@ from ..engine.native import NativeLibrary
 from .buckets import _LOW, _SHIFT, SIDE
 from .layout import FINITE, HIST, M2, MAX, MAX_WIDTH, NANS, NEG_MIN, SQ, SUM, SUM_WIDTH, ZEROS
 
-__all__ = ["LIBRARY", "calls", "one", "row_addresses"]
+__all__ = ["C_DTYPES", "LIBRARY", "calls", "one", "row_addresses"]
+
+C_DTYPES = (torch.float32, torch.float64)  # what :func:`one` reads as it is
 
 _P, _N, _F = ctypes.c_void_p, ctypes.c_int64, ctypes.c_double
 LIBRARY = NativeLibrary(

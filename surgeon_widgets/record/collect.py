@@ -10,7 +10,8 @@ Without an initialised process group (or with one rank) nothing is communicated.
 
 >>> import torch
 >>> sums, maxes = torch.zeros(2, 3), torch.zeros(4 + 2 * 3)
->>> s, m = reduce_buckets(sums, maxes, step=7, layer_hash=123, group=None)
+>>> works = start_exchange(sums, maxes, step=7, layer_hash=123, group=None)
+>>> s, m = finish_exchange(works, sums, maxes, step=7)
 >>> m[:4].tolist()
 [7.0, -7.0, 123.0, -123.0]
 """
@@ -29,7 +30,7 @@ from .layout import HEAD
 
 __all__ = [
     "RankMismatchError", "check_same", "distributed", "finish_exchange", "layer_hash",
-    "reduce_buckets", "start_exchange",
+    "start_exchange",
 ]  # fmt: skip
 
 
@@ -55,18 +56,6 @@ def check_same(values: Any, what: str, hint: str) -> None:
         raise RankMismatchError(
             f"ranks disagree on {what}: between {low:.0f} and {top:.0f}. {hint}"
         )
-
-
-def reduce_buckets(
-    sums: torch.Tensor, maxes: torch.Tensor, step: int, layer_hash: int, group: Any
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """All-reduce ``maxes`` (MAX; its first rows become step and hash) and ``sums`` (SUM).
-
-    Returns the reduced buckets on the CPU. Raises :class:`RankMismatchError` on every rank
-    when ranks disagree (the sums are then never used). The same as :func:`finish_exchange`
-    of :func:`start_exchange`.
-    """
-    return finish_exchange(start_exchange(sums, maxes, step, layer_hash, group), sums, maxes, step)
 
 
 def start_exchange(

@@ -48,7 +48,7 @@ from ..engine.tensors import first_tensor
 from ..engine.torch_internals import GRAPH_TASK_ID
 from ..engine.wrappers import unwrap
 from .accumulate import Workspace, accumulate, real_values
-from .accumulate_native import LIBRARY, one, row_addresses
+from .accumulate_native import C_DTYPES, LIBRARY, one, row_addresses
 from .batch import BATCH_LIMIT, Batch
 from .collect import RankMismatchError, distributed, finish_exchange, layer_hash, start_exchange
 from .layout import (
@@ -436,9 +436,9 @@ class Recorder:
     def _add_values(self, index: int, value: torch.Tensor, n: int) -> None:
         """Reduce ``value`` at once (one C call, on a CPU), or batch it (small), or reduce it
         in torch (large)."""
-        rows = self._rows_at
+        rows = self._buckets.rows_at
         if rows is not None:
-            if n <= BATCH_LIMIT and value.dtype in _C_DTYPES and not value.is_contiguous():
+            if n <= BATCH_LIMIT and value.dtype in C_DTYPES and not value.is_contiguous():
                 value = value.detach().contiguous()  # one small copy costs less than a batch
             if one(value, self._centre_list[index], rows[index]):
                 return
@@ -447,7 +447,8 @@ class Recorder:
         i = slice(index, index + 1)
         values = real_values(value).reshape(-1)
         x = self._work.get(n, torch.float64, values.device, 3).copy_(values)
-        accumulate(self._sums[i], self._maxes[i], x, None, self._centre_list[index], self._work)
+        b = self._buckets
+        accumulate(b.sums[i], b.maxes[i], x, None, self._centre_list[index], self._work)
 
     def _batched(self, index: int, value: torch.Tensor) -> bool:
         """Copy ``value`` into its device's batch (reduced first when full); False: no room."""
@@ -456,7 +457,8 @@ class Recorder:
             batch = self._batches[value.device] = Batch(value.device)
         if batch.add(index, value):
             return True
-        batch.reduce(self._sums, self._maxes, self._buckets.centres, self._work)
+        b = self._buckets
+        batch.reduce(b.sums, b.maxes, b.centres, self._work)
         return batch.add(index, value)
 
     def _drop(self, index: int) -> None:
@@ -467,14 +469,14 @@ class Recorder:
         self._shapes[index] = self._last_shape[index] = None
         for batch in self._batches.values():
             batch.drop(index)
-        self._sums[index].zero_()
-        self._maxes[index].fill_(float("-inf"))
+        self._buckets.sums[index].zero_()
+        self._buckets.maxes[index].fill_(float("-inf"))
 
     def _flush(self) -> None:
         """Reduce the batched small values (one pass for all keys) and write the host counts."""
-        for batch in self._batches.values():
-            batch.reduce(self._sums, self._maxes, self._buckets.centres, self._work)
         b = self._buckets
+        for batch in self._batches.values():
+            batch.reduce(b.sums, b.maxes, b.centres, self._work)
         sums, maxes = b.host_sums, b.host_maxes
         counts = np.array((self._calls, self._numel, self._evals), dtype=np.float64)
         sums[:, 1:] = counts.T
@@ -489,8 +491,8 @@ class Recorder:
                 if row is not None:
                     maxes[i, shape:] = row
         if b.device.type != "cpu":  # host tables, copied in
-            self._sums[:, :HOST_SUMS].copy_(torch.from_numpy(sums))
-            self._maxes[:, TRAINED:].copy_(torch.from_numpy(maxes))
+            b.sums[:, :HOST_SUMS].copy_(torch.from_numpy(sums))
+            b.maxes[:, TRAINED:].copy_(torch.from_numpy(maxes))
             maxes.fill(float("-inf"))
 
     def _record(self) -> None:
@@ -528,8 +530,6 @@ class Recorder:
     def _use(self, buckets: _Buckets) -> None:
         """Fill ``buckets`` (zeroed) from now on, bucketed about the last merged means."""
         self._buckets = buckets
-        self._sums, self._maxes_flat, self._maxes = buckets.sums, buckets.maxes_flat, buckets.maxes
-        self._rows_at = buckets.rows_at
         buckets.centres = self._centres
         self._centre_list = self._centres.tolist()
 
@@ -618,9 +618,6 @@ class _Exchange:
         self.works, self.buckets, self.step = works, buckets, step
         self.sums: np.ndarray | None = None
         self.lock = threading.Lock()
-
-
-_C_DTYPES = (torch.float32, torch.float64)
 
 
 @functools.lru_cache(maxsize=1024)
