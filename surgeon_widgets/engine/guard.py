@@ -104,4 +104,12 @@ def inert(*values: Any) -> bool:
     True inside :func:`internal`, under any tracer (:func:`tracing`), and when a value is an
     fx Proxy, a fake tensor or a meta tensor (they have no values to show).
     """
-    return _INTERNAL.get() or tracing() or any(_symbolic(v) for v in values)
+    if _INTERNAL.get() or tracing():
+        return True
+    for value in values:  # a loop, not any(generator): every hook call of the package asks
+        if type(value) is torch.Tensor:
+            if value.is_meta or _fake(value):
+                return True
+        elif _symbolic(value):
+            return True
+    return False

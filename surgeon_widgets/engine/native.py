@@ -124,7 +124,7 @@ class NativeLibrary:
         # built beside the target, then renamed: processes building at once never load half a file
         with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
             out = Path(tmp) / target.name
-            result = subprocess.run([compiler, *FLAGS, "-o", str(out), str(self.source)],
+            result = subprocess.run([compiler, *FLAGS, "-o", str(out), str(self.source), "-lm"],
                                     capture_output=True, text=True, timeout=120)  # fmt: skip
             if result.returncode != 0:
                 raise RuntimeError(f"{Path(compiler).name} failed: {result.stderr.strip()[-500:]}")

@@ -121,8 +121,9 @@ DEFINE_BUCKETS(buckets_f32, float)
                     }                                                                          \
                 }                                                                              \
             }                                                                                  \
-            double *row = s + L[HIST];                                                         \
-            for (int64_t j = first; j < first + width; j++) row[j] += (double)(c0[j] + c1[j]); \
+            double *row = s + L[HIST]; /* only the buckets counted: the rest stay untouched */ \
+            for (int64_t j = first; j < first + width; j++)                                    \
+                if (c0[j] | c1[j]) row[j] += (double)(c0[j] + c1[j]);                          \
         }                                                                                      \
         s[L[FINITE]] += (double)finite;                                                        \
         s[L[NANS]] += (double)nans;                                                            \
@@ -146,6 +147,34 @@ void sw_one_f32(const float *x, int64_t n, double centre, double *s, double *m, 
     call_f32(x, n, centre, s, m, L);
 }
 
+/* A key's rows in a table of keys: where its centre, sums row and maxes row are. */
+typedef struct {
+    const double *centres;
+    double *sums, *maxes;
+    const int64_t *L;
+} Table;
+
+/* One call of n values of key k (float32 values when f32, else float64) into table t. */
+static void call_at(const void *x, int64_t n, int f32, int64_t k, const Table *t) {
+    double *s = t->sums + k * t->L[SUM_WIDTH], *m = t->maxes + k * t->L[MAX_WIDTH];
+    if (f32)
+        call_f32((const float *)x, n, t->centres[k], s, m, t->L);
+    else
+        call_f64((const double *)x, n, t->centres[k], s, m, t->L);
+}
+
+void sw_key_f32(const float *x, int64_t n, int64_t k, const Table *t) { call_at(x, n, 1, k, t); }
+
+void sw_key_f64(const double *x, int64_t n, int64_t k, const Table *t) { call_at(x, n, 0, k, t); }
+
+/* Many calls read in place: call c is sizes[c] values at addresses[c], float32 where f32[c]
+   (else float64), of key keys[c]. */
+void sw_many(const int64_t *addresses, const int64_t *sizes, const int64_t *f32,
+             const int64_t *keys, int64_t calls, const Table *t) {
+    for (int64_t c = 0; c < calls; c++)
+        call_at((const void *)(intptr_t)addresses[c], sizes[c], (int)f32[c], keys[c], t);
+}
+
 /* A batch: call c is sizes[c] values of key keys[c], one call after another in x. */
 void sw_calls_f64(const double *x, const int64_t *keys, const int64_t *sizes, int64_t calls,
                   const double *centres, double *sums, double *maxes, const int64_t *L) {
@@ -153,5 +182,61 @@ void sw_calls_f64(const double *x, const int64_t *keys, const int64_t *sizes, in
         int64_t k = keys[c];
         call_f64(x, sizes[c], centres[k], sums + k * L[SUM_WIDTH], maxes + k * L[MAX_WIDTH], L);
         x += sizes[c];
+    }
+}
+
+/* Display bins: for each of k keys, bins equal bins over its [min, max] from its merged buckets
+   (buckets.py's rebin, the same numbers: bucket counts are whole, so any order of adding them
+   is exact). Each bucket's count is spread uniformly over its span; edges[j], edges[j + 1] are
+   bucket j's bounds (of value - centre). Only the buckets from the min's to the max's are
+   read: no value was counted outside them. A key with no finite value gets zeros, one whose min is its
+   max has every value in bin 0. */
+void sw_rebin(const double *sums, const double *maxes, const double *centres, int64_t k,
+              int64_t bins, const double *edges, double *out, const int64_t *L) {
+    const int32_t last = 2 * (int32_t)L[SIDE];
+    for (int64_t r = 0; r < k; r++) {
+        const double *s = sums + r * L[SUM_WIDTH], *m = maxes + r * L[MAX_WIDTH];
+        const double *c = s + L[HIST];
+        double *h = out + r * bins, total = s[L[FINITE]];
+        double lo = -m[L[NEG_MIN]], hi = m[L[MAX]];
+        memset(h, 0, bins * sizeof(double));
+        if (!(total > 0.0) || !(lo > -INFINITY && lo < INFINITY && hi > -INFINITY && hi < INFINITY))
+            continue;
+        if (hi == lo) {
+            h[0] = total;
+            continue;
+        }
+        double e[BLOCK + 1], cdf[BLOCK + 1];
+        int32_t j[BLOCK + 1];
+        for (int64_t i = 0; i <= bins; i++)
+            e[i] = (lo - centres[r]) + (hi - lo) * ((double)i / (double)bins);
+        buckets_f64(e, bins + 1, 0.0, j, L);
+        double below = 0.0;
+        int64_t at = j[0]; /* the min's bucket as it was counted: none below it */
+        /* whole counts: four running sums give the one sum exactly, without one chain of adds */
+        double b1 = 0.0, b2 = 0.0, b3 = 0.0;
+        for (int64_t i = 0; i <= bins; i++) {
+            /* float32 rounding may cross an edge: the exact bucket of the float64 edge (a min
+               on an edge moves up a bucket, its count below the first edge's) */
+            if (j[i] > 0 && e[i] < edges[j[i]]) j[i]--;
+            if (j[i] < last && e[i] >= edges[j[i] + 1]) j[i]++;
+            if (i == 0 && j[0] < at) at = j[0];
+            for (; at + 4 <= j[i]; at += 4) {
+                below += c[at];
+                b1 += c[at + 1];
+                b2 += c[at + 2];
+                b3 += c[at + 3];
+            }
+            for (; at < j[i]; at++) below += c[at];
+            below += (b1 + b2) + b3, b1 = b2 = b3 = 0.0;
+            double frac = (e[i] - edges[j[i]]) / (edges[j[i] + 1] - edges[j[i]]);
+            frac = frac > 0.0 ? frac : 0.0;
+            frac = frac < 1.0 ? frac : 1.0;
+            cdf[i] = below + c[j[i]] * frac;
+        }
+        cdf[0] = 0.0, cdf[bins] = total;
+        /* rounded half to even, as numpy's round: exact for 0 <= x < 2^52 (counts are) */
+        for (int64_t i = 0; i <= bins; i++) cdf[i] = (cdf[i] + 0x1p52) - 0x1p52;
+        for (int64_t i = 0; i < bins; i++) h[i] = cdf[i + 1] - cdf[i];
     }
 }

@@ -18,6 +18,13 @@ True
 True
 >>> sums[:, FINITE].tolist(), sums[:, SUM].tolist(), maxes[:, MAX].tolist()
 ([3.0, 1.0], [6.0, 4.0], [3.0, 4.0])
+>>> s = torch.zeros(2, SUM_WIDTH, dtype=torch.float64)
+>>> m = torch.zeros(2, MAX_WIDTH, dtype=torch.float64)
+>>> table = Table(s, m, np.zeros(2))
+>>> many([torch.tensor([1.0, 5.0]), torch.tensor([1, 2])], [1, 0], table)  # int64: left
+[1]
+>>> s[:, SUM].tolist(), one(torch.tensor([2.0]), 0, table), s[:, SUM].tolist()
+([0.0, 6.0], True, [2.0, 6.0])
 """
 
 from __future__ import annotations
@@ -31,10 +38,23 @@ import numpy as np
 import torch
 
 from ..engine.native import NativeLibrary
-from .buckets import _LOW, _SHIFT, SIDE
-from .layout import FINITE, HIST, M2, MAX, MAX_WIDTH, NANS, NEG_MIN, SQ, SUM, SUM_WIDTH, ZEROS
+from .buckets import _LOW, _SHIFT, EDGES, SIDE
+from .layout import (
+    BINS,
+    FINITE,
+    HIST,
+    M2,
+    MAX,
+    MAX_WIDTH,
+    NANS,
+    NEG_MIN,
+    SQ,
+    SUM,
+    SUM_WIDTH,
+    ZEROS,
+)  # fmt: skip
 
-__all__ = ["C_DTYPES", "LIBRARY", "calls", "one", "row_addresses"]
+__all__ = ["C_DTYPES", "LIBRARY", "Table", "calls", "many", "one", "rebin"]
 
 C_DTYPES = (torch.float32, torch.float64)  # what :func:`one` reads as it is
 
@@ -42,9 +62,11 @@ _P, _N, _F = ctypes.c_void_p, ctypes.c_int64, ctypes.c_double
 LIBRARY = NativeLibrary(
     Path(__file__).with_name("accumulate.c"),
     {
-        "sw_one_f64": (None, [_P, _N, _F, _P, _P, _P]),
-        "sw_one_f32": (None, [_P, _N, _F, _P, _P, _P]),
+        "sw_key_f64": (None, [_P, _N, _N, _P]),
+        "sw_key_f32": (None, [_P, _N, _N, _P]),
+        "sw_many": (None, [_P, _P, _P, _P, _N, _P]),
         "sw_calls_f64": (None, [_P, _P, _P, _N, _P, _P, _P, _P]),
+        "sw_rebin": (None, [_P, _P, _P, _N, _N, _P, _P, _P]),
     },
 )
 """The compiled loops (``LIBRARY.wait()`` builds them now; ``LIBRARY.enabled = False`` before
@@ -95,30 +117,108 @@ def calls(
     return True
 
 
-def row_addresses(sums: torch.Tensor, maxes: torch.Tensor) -> list[tuple[int, int]]:
-    """Each key's ``(sums row, maxes row)`` addresses for :func:`one` (contiguous float64 CPU
-    tables ``[k, SUM_WIDTH]`` / ``[k, MAX_WIDTH]``, kept alive and in place by the caller)."""
-    s, m = _rows(sums, SUM_WIDTH), _rows(maxes, MAX_WIDTH)
-    if s is None or m is None or len(sums) != len(maxes):
-        raise ValueError("sums and maxes must be contiguous float64 CPU tables of as many rows")
-    return [(s + 8 * SUM_WIDTH * i, m + 8 * MAX_WIDTH * i) for i in range(len(sums))]
+class Table:
+    """Where :func:`one` and :func:`many` add a key's values: the rows of contiguous float64 CPU
+    tables ``sums[k, SUM_WIDTH]`` / ``maxes[k, MAX_WIDTH]`` (kept alive and in place by the
+    caller), each key's bucket centre (``centres``, read as it is at each call: change it in
+    place), and their display bins."""
+
+    def __init__(self, sums: torch.Tensor, maxes: torch.Tensor, centres: np.ndarray) -> None:
+        s, m = _rows(sums, SUM_WIDTH), _rows(maxes, MAX_WIDTH)
+        if s is None or m is None or len(sums) != len(maxes):
+            raise ValueError("sums and maxes must be contiguous float64 CPU tables of as many rows")
+        self.keys = len(sums)
+        # accumulate.c's Table: the centres', sums' and maxes' addresses, then the layout's
+        self._words = np.array([0, s, m, _LAYOUT_AT], dtype=np.int64)
+        self.address = self._words.ctypes.data
+        self._bins = np.zeros((self.keys, BINS))
+        if centres.dtype != np.float64 or not centres.flags.c_contiguous or (
+                centres.shape != (self.keys,)):  # fmt: skip
+            raise ValueError(f"centres must be {self.keys} contiguous float64 values")
+        self.centres = centres
+        self._words[0] = c = centres.ctypes.data
+        self._at = (s, m, c, self._bins.ctypes.data)  # addresses looked up once: each costs 2 us
+
+    def display_bins(self) -> np.ndarray | None:
+        """:func:`rebin` of the tables as they are now (``[k, BINS]``, overwritten by the next
+        call); ``None`` when the C loop is not built."""
+        lib = LIBRARY.get()
+        if lib is None:
+            return None
+        s, m, c, out = self._at
+        lib.sw_rebin(s, m, c, self.keys, BINS, _EDGES_AT, out, _LAYOUT_AT)
+        return self._bins
 
 
-def one(values: torch.Tensor, centre: float, rows: tuple[int, int]) -> bool:
-    """One call of ``values`` (a contiguous CPU float32 / float64 tensor, any shape) into one
-    key's rows (``rows``: from :func:`row_addresses`); ``False`` (nothing added) when it
-    cannot run."""
+def one(values: torch.Tensor, key: int, table: Table) -> bool:
+    """One call of ``values`` (a contiguous CPU float32 / float64 tensor, any shape) into key
+    ``key`` of ``table``; ``False`` (nothing added) when it cannot run."""
     lib = LIBRARY.get()
-    if lib is None or type(values) not in _PLAIN or not values.is_cpu:
+    f32 = None if lib is None else _float32(values)
+    if f32 is None:
         return False
-    fn = lib.sw_one_f32 if values.dtype is torch.float32 else (
-        lib.sw_one_f64 if values.dtype is torch.float64 else None)  # fmt: skip
-    if fn is None or values.layout is not torch.strided or not values.is_contiguous():
-        return False
-    if values.is_neg():  # a lazily negated view: its memory holds -values
-        return False
-    fn(values.data_ptr(), values.numel(), centre, rows[0], rows[1], _LAYOUT_AT)
+    (lib.sw_key_f32 if f32 else lib.sw_key_f64)(values.data_ptr(), values.numel(), key,
+                                                table.address)  # fmt: skip
     return True
+
+
+def many(values: list[torch.Tensor], keys: list[int], table: Table) -> list[int]:
+    """:func:`one` for each of ``values`` (call ``i`` of key ``keys[i]``), in one C call; the
+    positions of those it could not add (all of them where the C loop is not built)."""
+    lib = LIBRARY.get()
+    if lib is None:
+        return list(range(len(values)))
+    left, at, sizes, f32s, rows = [], [], [], [], []
+    for i, value in enumerate(values):
+        f32 = _float32(value)
+        if f32 is None:
+            left.append(i)
+        elif value.numel():
+            at.append(value.data_ptr())
+            sizes.append(value.numel())
+            f32s.append(f32)
+            rows.append(keys[i])
+    if at:
+        a, n, f, k = (array.array("q", column) for column in (at, sizes, f32s, rows))
+        lib.sw_many(a.buffer_info()[0], n.buffer_info()[0], f.buffer_info()[0],
+                    k.buffer_info()[0], len(at), table.address)  # fmt: skip
+    return left
+
+
+def rebin(sums: np.ndarray, maxes: np.ndarray, centres: np.ndarray, out: np.ndarray) -> bool:
+    """:func:`.buckets.rebin` of merged buckets (``sums[k, SUM_WIDTH]``, ``maxes[k, MAX_WIDTH]``,
+    each key's bucket ``centres``; ``[min, max]`` and the count from them) into
+    ``out[k, bins]``, reading only the buckets between each key's min and max; ``False``
+    (nothing written) when it cannot run."""
+    lib = LIBRARY.get()
+    s, m = _rows(sums, SUM_WIDTH), _rows(maxes, MAX_WIDTH)
+    k, bins = out.shape
+    if lib is None or s is None or m is None or not 0 < bins <= _MOST_BINS:
+        return False
+    if len(sums) != k or len(maxes) != k or len(centres) != k or (
+            out.dtype != np.float64 or not out.flags.c_contiguous):  # fmt: skip
+        raise ValueError(f"rebin: {len(sums)} sums, {len(maxes)} maxes, {len(centres)} "
+                         f"centres into {out.dtype} {out.shape}")  # fmt: skip
+    centres = np.ascontiguousarray(centres, dtype=np.float64)
+    lib.sw_rebin(s, m, centres.ctypes.data, k, bins, _EDGES_AT, out.ctypes.data, _LAYOUT_AT)
+    return True
+
+
+_MOST_BINS = 256  # accumulate.c's BLOCK
+_EDGES = np.ascontiguousarray(EDGES, dtype=np.float64)
+_EDGES_AT = _EDGES.ctypes.data
+
+
+def _float32(values: torch.Tensor) -> bool | None:
+    """Is ``values`` float32 (else float64), read in place by the C loop; ``None``: it is not
+    (another dtype or device, a view with gaps, a lazily negated view)."""
+    if type(values) not in _PLAIN or not values.is_cpu:
+        return None
+    dtype = values.dtype
+    f32 = True if dtype is torch.float32 else False if dtype is torch.float64 else None
+    if f32 is None or values.layout is not torch.strided or not values.is_contiguous():
+        return None
+    return None if values.is_neg() else f32  # a lazily negated view: its memory holds -values
 
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)

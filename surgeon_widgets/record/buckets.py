@@ -101,7 +101,9 @@ def rebin(
     starts = (np.arange(k) * width + column)[:, None]
     at = np.concatenate([starts, starts + j], axis=1).ravel()
     spans = np.add.reduceat(flat, at).reshape(k, bins + 2)
-    spans[:, 1:-1][j[:, 1:] == j[:, :-1]] = 0.0  # reduceat gives a[i] for an empty span
+    # reduceat gives a[i] for an empty span: the one below the first edge's bucket too
+    spans[:, 1:-1][j[:, 1:] == j[:, :-1]] = 0.0
+    spans[j[:, 0] == 0, 0] = 0.0
     below = np.cumsum(spans[:, :-1], axis=1)  # counts in buckets before each edge's bucket
     cdf = below + flat[starts + j] * frac
     if total is None:

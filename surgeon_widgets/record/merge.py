@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .accumulate_native import rebin as rebin_native
 from .buckets import rebin
 from .layout import (
     BINS,
@@ -53,13 +54,13 @@ from .layout import (
     ZEROS,
 )  # fmt: skip
 
-__all__ = ["merge", "next_centres"]
+__all__ = ["display_bins", "merge", "next_centres"]
 
 F = {name: i for i, name in enumerate(FIELDS)}
 
 
 def merge(
-    sums: np.ndarray, maxes: np.ndarray, centres: np.ndarray, histograms: bool = True
+    sums: np.ndarray, maxes: np.ndarray, centres: np.ndarray | None, histograms: bool = True
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """``(rows[K, len(FIELDS)], hists[K, BINS])`` from the reduced buckets (one row per key).
 
@@ -96,9 +97,24 @@ def merge(
     rows[:, F["eval_calls"]] = sums[:, EVALS]
     trained, evaled = maxes[:, TRAINED] > 0, maxes[:, EVALED] > 0
     rows[:, F["mode"]] = np.where(trained & evaled, 2.0, np.where(evaled, 1.0, 0.0))
-    if not histograms:
-        return rows, None
-    return rows, rebin(sums, low, high, centres, BINS, column=HIST, total=n)
+    return rows, display_bins(sums, maxes, centres) if histograms else None
+
+
+def display_bins(
+    sums: np.ndarray, maxes: np.ndarray, centres: np.ndarray, out: np.ndarray | None = None
+) -> np.ndarray:
+    """``[K, BINS]``: each key's merged buckets re-binned over its ``[min, max]``
+    (:func:`~.buckets.rebin`; in C where it is built, reading only the buckets in that range).
+    """
+    out = np.empty((len(sums), BINS)) if out is None else out
+    if rebin_native(sums, maxes, centres, out):
+        return out
+    n = sums[:, FINITE]
+    has = n > 0
+    low = np.where(has, -maxes[:, NEG_MIN], np.nan)
+    high = np.where(has, maxes[:, MAX], np.nan)
+    out[...] = rebin(sums, low, high, centres, BINS, column=HIST, total=n)
+    return out
 
 
 def next_centres(sums: np.ndarray, centres: np.ndarray) -> np.ndarray:

@@ -1,13 +1,14 @@
 """Recorded steps on their way to disk: reduced buckets kept, then merged and written together.
 
-Merging a step's buckets, re-binning its histograms and writing one record per key costs about
-the same for one step as for thirty (a few dozen numpy calls and one write per key file), so
-the writer rank keeps each recorded step's reduced buckets and turns a batch of them into
-records at once. The kept steps are written when they are :data:`MAX_STEPS` (or
-:data:`MAX_BYTES` of buckets), when the last write is :data:`MAX_AGE` seconds old (checked at
-every ``rec.step()`` and every heartbeat, so a paused training loop still gets its records out),
-and at close or a stop signal. A slow loop (a record every ``MAX_AGE`` seconds or more) writes
-each record at once; a process killed outright (SIGKILL) loses at most the last half second.
+Merging a step's numbers and writing one record per key costs about the same for one step as
+for thirty (a few dozen numpy calls and one write per key file), so the writer rank keeps each
+recorded step's numbers (its display bins re-binned at once: they are all that is kept of the
+buckets) and turns a batch of them into records at once. The kept steps are written when they
+are :data:`MAX_STEPS` (or :data:`MAX_BYTES`), when the last write is :data:`MAX_AGE` seconds
+old (checked at every ``rec.step()`` and every heartbeat, so a paused training loop still gets
+its records out), and at close or a stop signal. A slow loop (a record every ``MAX_AGE``
+seconds or more) writes each record at once; a process killed outright (SIGKILL) loses at most
+the last half second.
 
 >>> import tempfile, numpy as np
 >>> from surgeon_widgets.record.layout import Key, MAX_WIDTH, SUM_WIDTH, FINITE, HAS, SUM
@@ -18,7 +19,7 @@ each record at once; a process killed outright (SIGKILL) loses at most the last 
 >>> sums, maxes = np.zeros((1, SUM_WIDTH)), np.full((1, MAX_WIDTH), -np.inf)
 >>> sums[0, [HAS, FINITE, SUM]] = 1, 4, 10.0
 >>> for step in range(3):  # the first is written at once, the next ones wait for MAX_AGE
-...     pending.add(step, sums, maxes, np.zeros(1))
+...     pending.add(step, sums, maxes, np.zeros((1, 64)))
 >>> pending.steps, pending.flush(), pending.steps  # two records of 480 bytes, one write
 (2, 960, 0)
 >>> writer.close()
@@ -31,7 +32,7 @@ import time
 
 import numpy as np
 
-from .layout import MAX_WIDTH, SUM_WIDTH
+from .layout import BINS, HIST, MAX_WIDTH
 from .merge import merge
 from .runfolder import RunWriter
 
@@ -45,16 +46,18 @@ MAX_AGE = 0.5  # seconds
 class Pending:
     """The writer rank's recorded steps not yet written: ``add`` each, ``flush`` writes them.
 
-    Thread-safe: the training thread adds, the heartbeat thread may flush an old batch.
+    A step is kept as its count columns, its maxes and its display bins: the buckets themselves
+    are not copied. Thread-safe: the
+    training thread adds, the heartbeat thread may flush an old batch.
     """
 
     def __init__(self, writer: RunWriter, keys: int) -> None:
         self._writer = writer
-        capacity = max(1, min(MAX_STEPS, MAX_BYTES // (8 * keys * (SUM_WIDTH + MAX_WIDTH + 1))))
+        capacity = max(1, min(MAX_STEPS, MAX_BYTES // (8 * keys * (HIST + MAX_WIDTH + BINS))))
         self._steps = np.zeros(capacity, dtype=np.int64)
-        self._sums = np.zeros((capacity, keys, SUM_WIDTH))
+        self._sums = np.zeros((capacity, keys, HIST))
         self._maxes = np.zeros((capacity, keys, MAX_WIDTH))
-        self._centres = np.zeros((capacity, keys))
+        self._hists = np.zeros((capacity, keys, BINS))
         self._count = 0
         self._written_at = -MAX_AGE  # monotonic time of the last write
         self._lock = threading.Lock()
@@ -64,12 +67,13 @@ class Pending:
         """How many recorded steps wait to be written."""
         return self._count
 
-    def add(self, step: int, sums: np.ndarray, maxes: np.ndarray, centres: np.ndarray) -> None:
-        """Keep one step's reduced buckets (copied); write the batch when it is due."""
+    def add(self, step: int, sums: np.ndarray, maxes: np.ndarray, bins: np.ndarray) -> None:
+        """Keep one step's reduced buckets (its counts and maxes) and display ``bins``
+        (:func:`.merge.display_bins`); write the batch when it is due."""
         with self._lock:
             i = self._count
             self._steps[i] = step
-            self._sums[i], self._maxes[i], self._centres[i] = sums, maxes, centres
+            self._sums[i], self._maxes[i], self._hists[i] = sums[:, :HIST], maxes, bins
             self._count = i + 1
             if self._count == len(self._steps) or self._old():
                 self._write()
@@ -97,10 +101,9 @@ class Pending:
 
     def _write(self) -> int:
         n, k = self._count, self._sums.shape[1]
-        rows, hists = merge(self._sums[:n].reshape(n * k, SUM_WIDTH),
-                            self._maxes[:n].reshape(n * k, MAX_WIDTH),
-                            self._centres[:n].ravel())  # fmt: skip
+        rows, _ = merge(self._sums[:n].reshape(n * k, HIST),
+                        self._maxes[:n].reshape(n * k, MAX_WIDTH), None, histograms=False)
         self._count = 0
         self._written_at = time.monotonic()
         return self._writer.append_steps(self._steps[:n].copy(), rows.reshape(n, k, -1),
-                                         hists.reshape(n, k, -1))  # fmt: skip
+                                         self._hists[:n])  # fmt: skip

@@ -28,6 +28,7 @@ import functools
 import signal
 import threading
 import time
+import warnings
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -48,7 +49,7 @@ from ..engine.tensors import first_tensor
 from ..engine.torch_internals import GRAPH_TASK_ID
 from ..engine.wrappers import unwrap
 from .accumulate import Workspace, accumulate, real_values
-from .accumulate_native import C_DTYPES, LIBRARY, one, row_addresses
+from .accumulate_native import C_DTYPES, LIBRARY, Table, many, one
 from .batch import BATCH_LIMIT, Batch
 from .collect import RankMismatchError, distributed, finish_exchange, layer_hash, start_exchange
 from .layout import (
@@ -68,7 +69,7 @@ from .layout import (
     Key,
     dtype_code,
 )  # fmt: skip
-from .merge import next_centres
+from .merge import display_bins, next_centres
 from .params import local_values
 from .peers import Board, agree_at_start, recorder_group
 from .pending import Pending
@@ -214,6 +215,12 @@ class Recorder:
             LIBRARY.get()  # the C loop builds meanwhile
         self._work = Workspace()
         self._batches: dict[torch.device, Batch] = {}  # small values, reduced in step()
+        # values read in step() (see RETAIN_LIMIT): (key, output, its version at the hook,
+        # train / eval forward, or None for the output's gradient)
+        self._held: list[tuple[int, torch.Tensor, int, bool | None]] = []
+        self._probed: list[tuple[int, torch.Tensor, int]] = []  # outputs of layers not yet known
+        # per output key: are its layer's outputs left as their hook saw them (None: not known)
+        self._in_place_free: list[bool | None] = [None] * len(self.keys)
         self._reset_host()
         self._params = [(key, modules[key.layer]) for key in self.keys
                         if key.kind in ("parameter", "parameter_gradient")]  # fmt: skip
@@ -286,6 +293,8 @@ class Recorder:
                     self._unwritten.flush_due()
         finally:
             self._grad_hooks.remove()  # hooks of outputs whose backward never came
+            self._held.clear()
+            self._probed.clear()
             if self._writer is not None:
                 self._writer.beat(self._step)
             self._step += 1
@@ -307,6 +316,8 @@ class Recorder:
         self._closed = True
         self._hooks.remove()
         self._grad_hooks.remove()
+        self._held.clear()
+        self._probed.clear()
         text = error if isinstance(error, str) or error is None else (
             f"{type(error).__name__}: {error}")  # fmt: skip
         if text is not None and not isinstance(error, RankMismatchError):
@@ -375,6 +386,8 @@ class Recorder:
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """An exchange's reduced buckets; a rank that waited in vain names where the others are."""
         b = exchange.buckets
+        if self._world == 1:  # nothing was sent: nothing to wait for or check
+            return b.sums.view(-1), b.maxes_flat
         try:
             return finish_exchange(exchange.works, b.sums.view(-1), b.maxes_flat, exchange.step,
                                    timeout)  # fmt: skip
@@ -412,10 +425,18 @@ class Recorder:
     def _take(self, index: int, value: torch.Tensor, train: bool = True) -> None:
         """Count one call's ``value`` for key ``index`` (from a hook or step(); no sync)."""
         start = time.perf_counter()
+        n = self._count(index, value, train)
+        if n:  # empty, or an eval forward left out: nothing to add
+            self._add_values(index, value, n)
+        self.cost.hook_seconds += time.perf_counter() - start
+
+    def _count(self, index: int, value: torch.Tensor, train: bool) -> int:
+        """Count one call of key ``index`` in the host's columns; how many values it adds (0:
+        none, or an eval forward left out of a training record)."""
         if not train:
             if self._trained[index]:  # this step's record holds its training forwards
                 self._evals[index] += 1
-                return
+                return 0
             self._evaled[index] = True
         elif self._evaled[index]:  # eval forwards came first: they leave the training record
             self._drop(index)
@@ -429,18 +450,85 @@ class Recorder:
             row = _shape_row(tuple(value.shape), value.dtype)
             known = self._shapes[index]
             self._shapes[index] = row if known is None else np.maximum(known, row)
-        if n:  # empty: nothing to add
-            self._add_values(index, value, n)
-        self.cost.hook_seconds += time.perf_counter() - start
+        return n
+
+    def _seen(
+        self, index: int, output: torch.Tensor, train: bool, in_backward: bool, grad: Any
+    ) -> None:
+        """A forward of the layer of output key ``index`` (a hook's call). Its output's values,
+        and its gradient when ``grad`` = ``(key, tensor hook, name)``, are read in step() (held;
+        the gradient by ``retain_grad``) when the output is small and the layer's outputs are
+        known to stay as their hook saw them (:data:`RETAIN_LIMIT`); else reduced now, and the
+        gradient by the tensor hook as backward computes it (also for an output recomputed in
+        backward: reentrant checkpointing's inner backward)."""
+        safe = self._in_place_free[index]
+        held = safe is not False and not in_backward and output.numel() <= RETAIN_LIMIT
+        if not in_backward:
+            if held and safe:
+                self._held.append((index, output, output._version, train))
+            else:
+                self._take(index, output, train)
+        if held and not safe:  # first seen: find out
+            self._probed.append((index, output, output._version))
+        if grad is None:
+            return
+        grad_index, hook, name = grad
+        if held and safe and output.grad_fn is not None and not output.retains_grad:
+            output.retain_grad()
+            self._held.append((grad_index, output, output._version, None))
+            return
+        self._grad_hooks.tensor(output, hook, name=name)
+
+    def _read_held(self) -> None:
+        """Count this step's held outputs and retained gradients, all in one C call on a CPU;
+        and learn from the probed outputs which layers' outputs stay as their hook saw them."""
+        for index, output, version in self._probed:
+            self._in_place_free[index] = (self._in_place_free[index] is not False
+                                          and output._version == version)  # fmt: skip
+        values: list[torch.Tensor] = []
+        keys: list[int] = []
+        for index, output, version, train in self._held:
+            if output._version != version:  # modified in place: its values and .grad are new
+                self._changed_in_place(index)
+                continue
+            value = output if train is not None else output.grad
+            if value is None:  # no backward reached it
+                continue
+            if train and self._evaled[index]:  # eval forwards came first: _count drops them
+                kept = [i for i, key in enumerate(keys) if key != index]
+                values, keys = [values[i] for i in kept], [keys[i] for i in kept]
+            if self._count(index, value, train is not False):
+                values.append(value)
+                keys.append(index)
+        self._held.clear()
+        self._probed.clear()
+        table = self._buckets.table
+        left = range(len(values)) if table is None else many(values, keys, table)
+        for i in left:
+            self._add_values(keys[i], values[i], values[i].numel())
+
+    def _changed_in_place(self, index: int) -> None:
+        """A held output (or the output whose gradient was retained) of key ``index`` was
+        modified in place after its hook, which its layer's earlier outputs were not: that
+        call is left out, and the layer's outputs are reduced at the hook from now on."""
+        layer = self.keys[index].layer
+        output = next(k.index for k in self.keys if k.layer == layer and k.kind == "activation")
+        if self._in_place_free[output]:
+            warnings.warn(f"Recorder: the output of {layer!r} was modified in place after its "
+                          f"forward at step {self._step}, which its earlier steps did not do: "
+                          "this forward's values and gradient are left out of the record, and "
+                          "from now on its outputs are read at the hook", RuntimeWarning,
+                          stacklevel=4)  # fmt: skip
+        self._in_place_free[output] = False
 
     def _add_values(self, index: int, value: torch.Tensor, n: int) -> None:
         """Reduce ``value`` at once (one C call, on a CPU), or batch it (small), or reduce it
         in torch (large)."""
-        rows = self._buckets.rows_at
-        if rows is not None:
+        table = self._buckets.table
+        if table is not None:
             if n <= BATCH_LIMIT and value.dtype in C_DTYPES and not value.is_contiguous():
                 value = value.detach().contiguous()  # one small copy costs less than a batch
-            if one(value, self._centre_list[index], rows[index]):
+            if one(value, index, table):
                 return
         if n <= BATCH_LIMIT and self._batched(index, value):
             return
@@ -448,7 +536,7 @@ class Recorder:
         values = real_values(value).reshape(-1)
         x = self._work.get(n, torch.float64, values.device, 3).copy_(values)
         b = self._buckets
-        accumulate(b.sums[i], b.maxes[i], x, None, self._centre_list[index], self._work)
+        accumulate(b.sums[i], b.maxes[i], x, None, float(b.centres[index]), self._work)
 
     def _batched(self, index: int, value: torch.Tensor) -> bool:
         """Copy ``value`` into its device's batch (reduced first when full); False: no room."""
@@ -497,6 +585,9 @@ class Recorder:
 
     def _record(self) -> None:
         rank = self._rank
+        start = time.perf_counter()
+        self._read_held()
+        self.cost.hook_seconds += time.perf_counter() - start
         for key, module in self._params:
             param = module.get_parameter(key.leaf.removesuffix(".grad"))
             if key.kind == "parameter_gradient":
@@ -511,8 +602,8 @@ class Recorder:
             self._board.post(self._step)
         group = self._group if self._group is not None else self.group
         filled = self._buckets
-        works = start_exchange(filled.sums.view(-1), filled.maxes_flat, self._step, self._hash,
-                               group)  # fmt: skip
+        works = [] if self._world == 1 else start_exchange(
+            filled.sums.view(-1), filled.maxes_flat, self._step, self._hash, group)  # fmt: skip
         # with 2+ ranks this step's merge runs while the next step trains (a collective's
         # latency, not its size, is most of its cost on gloo): it is waited for, checked and
         # written in the next step() (or close()), and the next step fills the spare buckets
@@ -530,8 +621,7 @@ class Recorder:
     def _use(self, buckets: _Buckets) -> None:
         """Fill ``buckets`` (zeroed) from now on, bucketed about the last merged means."""
         self._buckets = buckets
-        buckets.centres = self._centres
-        self._centre_list = self._centres.tolist()
+        np.copyto(buckets.centres, self._centres)
 
     def _finish(self, timeout: float | None = None) -> bool:
         """Wait for the last recorded step's merge (if not done yet), keep its records, and
@@ -552,11 +642,17 @@ class Recorder:
         records (once: the heartbeat may have). Under ``exchange.lock``."""
         if exchange.sums is None:
             sums, maxes = self._wait(exchange, timeout)
-            k = len(self.keys)
-            sums = sums.view(k, SUM_WIDTH).numpy()
+            b, k = exchange.buckets, len(self.keys)
+            if b.table is not None:  # on a CPU the buckets were reduced in place
+                sums, maxes = b.host_table
+            else:
+                sums = sums.view(k, SUM_WIDTH).numpy()
+                maxes = maxes[HEAD:].view(k, MAX_WIDTH).numpy()
             if self._unwritten is not None:  # merged and written in batches (see .pending)
-                self._unwritten.add(exchange.step, sums, maxes[HEAD:].view(k, MAX_WIDTH).numpy(),
-                                    exchange.buckets.centres)  # fmt: skip
+                bins = None if b.table is None else b.table.display_bins()
+                if bins is None:
+                    bins = display_bins(sums, maxes, b.centres)
+                self._unwritten.add(exchange.step, sums, maxes, bins)
                 self.cost.bytes_written = self._writer.bytes
             exchange.sums = sums
         return exchange.sums
@@ -583,14 +679,22 @@ class Recorder:
             exchange.lock.release()
 
 
+RETAIN_LIMIT = 1 << 16
+"""Values: the gradient of an output this small is kept (``retain_grad``) and read in
+``step()``, all such in one C call, rather than by a Python tensor hook that backward calls (the
+call and its registration cost more than the reduction). Larger ones are reduced as backward
+computes them, so none is held. An output modified in place after its hook (``ReLU(inplace)``
+after a convolution) has the gradient of the new value in ``.grad``: a key's first recorded
+outputs are probed with both, and one whose outputs change keeps the tensor hook."""
+
 CLOSE_WAIT = 10.0
 """Seconds ``close(error)`` waits for the last recorded step's merge (a peer may be gone)."""
 
 
 class _Buckets:
-    """One step's device buckets: sums, maxes (after the HEAD rows), each key's rows' addresses
-    for the C loop (``None`` off the CPU), the centres its buckets are of, and where the host's
-    counts are written."""
+    """One step's device buckets: sums, maxes (after the HEAD rows), the centres its buckets
+    are of, where the C loop adds (``table``; ``None`` off the CPU), and where the host's counts
+    are written."""
 
     def __init__(self, keys: int, device: torch.device) -> None:
         self.sums = torch.zeros(keys, SUM_WIDTH, dtype=torch.float64, device=device)
@@ -598,13 +702,14 @@ class _Buckets:
                                      dtype=torch.float64, device=device)  # fmt: skip
         self.maxes = self.maxes_flat[HEAD:].view(keys, MAX_WIDTH)
         self.device = device
-        self.rows_at = row_addresses(self.sums, self.maxes) if device.type == "cpu" else None
-        self.centres = np.zeros(keys)
+        self.centres = np.zeros(keys)  # changed in place: the table reads it
+        self.table = Table(self.sums, self.maxes, self.centres) if device.type == "cpu" else None
         # where step() writes the counts the host knows: the buckets' own columns on a CPU,
         # else host tables copied in
         if device.type == "cpu":
-            self.host_sums = self.sums.numpy()[:, :HOST_SUMS]
-            self.host_maxes = self.maxes.numpy()[:, TRAINED:]
+            self.host_table = self.sums.numpy(), self.maxes.numpy()
+            self.host_sums = self.host_table[0][:, :HOST_SUMS]
+            self.host_maxes = self.host_table[1][:, TRAINED:]
         else:
             self.host_sums = np.zeros((keys, HOST_SUMS))
             self.host_maxes = np.full((keys, MAX_WIDTH - TRAINED), float("-inf"))
@@ -645,24 +750,20 @@ def _eager(fn):
 
 def _forward_hook(me: weakref.ref[Recorder], index: int, grad_index: int | None):
     # made once per layer: a hook made per forward would cost more than recording its values
-    grad_hook = None if grad_index is None else _grad_hook(me, grad_index)
-    grad_name = str(grad_index)
+    grad = None if grad_index is None else (grad_index, _grad_hook(me, grad_index), str(grad_index))
 
     @_eager
     def hook(module: nn.Module, args: Any, output: Any) -> None:
         rec = me()
-        if rec is None or not rec.recording or rec._closed or inert(output):
+        # rec.recording, read in place: every recorded layer's forward asks
+        if rec is None or rec._closed or rec._step % rec.every:
             return
         t = output if type(output) is torch.Tensor else first_tensor(output)
-        if t is None:
+        if t is None or inert(t):
             return
         train = rec.model.training
-        if not _in_backward():
-            rec._take(index, t, train)
-        if grad_hook is not None and train and t.requires_grad and torch.is_grad_enabled():
-            # under reentrant checkpointing only the recomputed output gets a gradient;
-            # under non-reentrant checkpointing the recomputed one never does: counted once
-            rec._grad_hooks.tensor(t, grad_hook, name=grad_name)
+        wants = grad is not None and train and t.requires_grad and torch.is_grad_enabled()
+        rec._seen(index, t, train, _in_backward(), grad if wants else None)
 
     return hook
 

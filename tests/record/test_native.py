@@ -14,7 +14,18 @@ from surgeon_widgets import Recorder, read_run
 from surgeon_widgets.engine import native
 from surgeon_widgets.record import accumulate as acc
 from surgeon_widgets.record import accumulate_native as c_loop
-from surgeon_widgets.record.layout import HIST, M2, MAX_WIDTH, SQ, SUM_WIDTH
+from surgeon_widgets.record.buckets import rebin
+from surgeon_widgets.record.layout import (
+    BINS,
+    FINITE,
+    HIST,
+    M2,
+    MAX,
+    MAX_WIDTH,
+    NEG_MIN,
+    SQ,
+    SUM_WIDTH,
+)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -50,7 +61,7 @@ def _cases() -> list[torch.Tensor]:
 def test_one_call_equals_the_torch_path(case, centre):
     values = _cases()[case]
     sums, maxes = _buckets(1)
-    assert c_loop.one(values, centre, c_loop.row_addresses(sums, maxes)[0])
+    assert c_loop.one(values, 0, c_loop.Table(sums, maxes, np.array([centre])))
     ref_sums, ref_maxes = _buckets(1)
     acc.accumulate(ref_sums, ref_maxes, values.reshape(-1).double(), None, centre)
     assert torch.equal(sums[:, HIST:], ref_sums[:, HIST:])  # buckets: bit for bit
@@ -76,6 +87,50 @@ def test_a_batch_of_calls_equals_numpy_up_to_grouping():
     assert np.allclose(sums[:, M2] + sums[:, SQ], ref_sums[:, M2] + ref_sums[:, SQ], rtol=1e-12)
     with pytest.raises(ValueError, match="keys"):  # a key past the table is refused, not written
         c_loop.calls(sums, maxes, x, [0, 5], [1, 1], centres)
+
+
+def _numpy_bins(sums: np.ndarray, maxes: np.ndarray, centres: np.ndarray) -> np.ndarray:
+    n = sums[:, FINITE]
+    low = np.where(n > 0, -maxes[:, NEG_MIN], np.nan)
+    return rebin(sums, low, np.where(n > 0, maxes[:, MAX], np.nan), centres, BINS, HIST, n)
+
+
+def test_display_bins_in_c_equal_numpys_rebin():
+    # buckets as the C loop counts them; C reads only the buckets between min and max
+    g = torch.Generator().manual_seed(1)
+    values = [
+        torch.randn(1000, generator=g),
+        torch.randn(37, generator=g) * 1e-3 + 5,  # far from the centre
+        torch.full((5,), 2.0),  # min == max: all in bin 0
+        torch.full((3,), math.nan),  # no finite value: zeros
+        torch.rand(4096, generator=g) ** 8,  # most near zero
+        torch.randn(100, generator=g) * 1e20,  # past 2^32: the outermost buckets
+        torch.tensor([-2.0**-29, 2.0**-29, 3e-9, -1e-9]),  # a min on a bucket edge
+        -torch.rand(64, generator=g),
+    ]
+    k = len(values)
+    sums, maxes = _buckets(k)
+    for trial in range(40):
+        centres = (torch.randn(k, generator=g) * 10.0 ** (trial % 5 - 2)).double().numpy()
+        centres[-2] = 0.0  # the edge stays an edge
+        sums.zero_(), maxes.fill_(-math.inf)
+        table = c_loop.Table(sums, maxes, centres)
+        for i, v in enumerate(values):
+            assert c_loop.one(v * (1 + trial / 100), i, table)
+        out = np.full((k, BINS), -1.0)
+        assert c_loop.rebin(sums.numpy(), maxes.numpy(), centres, out)
+        expected = _numpy_bins(sums.numpy(), maxes.numpy(), centres)
+        assert np.array_equal(out, expected), trial
+        assert (out >= 0).all() and np.array_equal(out.sum(1), sums[:, FINITE].numpy())
+
+
+def test_numpys_rebin_counts_no_value_twice_past_the_outermost_bucket():
+    # a min in bucket 0: reduceat's empty first span gave bucket 0's count again (-53 bins)
+    sums, maxes = _buckets(1)
+    values = torch.cat([torch.full((47,), -1e20), torch.full((53,), 1e20)])
+    acc.accumulate(sums, maxes, values.double(), None, 0.0)
+    bins = _numpy_bins(sums.numpy(), maxes.numpy(), np.zeros(1))
+    assert (bins >= 0).all() and bins.sum() == 100
 
 
 def test_records_with_and_without_the_c_loop_agree(tmp_path, monkeypatch):
