@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import threading
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -128,12 +129,24 @@ class Internal(Generic[T]):
 
 # -- the guard (engine/guard.py): which forwards live hooks stay out of ----------------------
 
+def _thread_flag(path: str, name: str, default: Any) -> Callable[[], Any]:
+    """``getattr(tls, name, default)`` of the ``threading.local`` at ``path``, read from the
+    calling thread's dict: a getattr that misses raises and catches AttributeError inside
+    (1 us, on every hook call of every forward)."""
+    tls = _resolve(path)
+    if not isinstance(tls, threading.local):
+        raise AttributeError(f"{path} is a {type(tls).__name__}, not a threading.local")
+    return lambda: tls.__dict__.get(name, default)
+
+
 FX_TRACING: Internal[Callable[[], bool]] = Internal(
-    # the flag itself: is_fx_symbolic_tracing() also asks is_compiling(), which the guard asks
-    "torch.fx._symbolic_trace._get_is_fx_tracing",
+    # the flag itself (_get_is_fx_tracing's): is_fx_symbolic_tracing() also asks is_compiling(),
+    # which the guard asks
+    "torch.fx._symbolic_trace._is_fx_tracing_tls.flag",
     lambda: False,
     "live hooks cannot tell that torch.fx is tracing; they still return at once when their "
     "inputs are fx Proxies",
+    lambda: _thread_flag("torch.fx._symbolic_trace._is_fx_tracing_tls", "flag", False),
 )
 FUNCTORCH_ACTIVE: Internal[Callable[[], bool]] = Internal(
     "torch._C._are_functorch_transforms_active",

@@ -91,9 +91,14 @@ DEFINE_BUCKETS(buckets_f32, float)
             double ends[2] = {-low, high};                                                     \
             buckets_f64(ends, 2, centre, edge, L);                                             \
             int64_t first = edge[0], width = edge[1] - edge[0] + 1;                            \
+            /* fewer values than buckets between the extremes: each added to its bucket's row */ \
+            int sparse = n < width;                                                            \
             int32_t counts[2][MAX_BUCKETS], index[BLOCK];                                      \
-            memset(counts[0], 0, width * sizeof(int32_t));                                     \
-            memset(counts[1], 0, width * sizeof(int32_t));                                     \
+            double *row = s + L[HIST]; /* only the buckets counted: the rest stay untouched */ \
+            if (!sparse) {                                                                     \
+                memset(counts[0], 0, width * sizeof(int32_t));                                 \
+                memset(counts[1], 0, width * sizeof(int32_t));                                 \
+            }                                                                                  \
             int32_t *c0 = counts[0] - first, *c1 = counts[1] - first;                          \
             for (int64_t b = 0; b < n; b += BLOCK) {                                           \
                 int64_t size = n - b < BLOCK ? n - b : BLOCK;                                  \
@@ -105,25 +110,32 @@ DEFINE_BUCKETS(buckets_f32, float)
                         double a = (double)y[j] - mean, bb = (double)y[j + 1] - mean;          \
                         double c = (double)y[j + 2] - mean, d = (double)y[j + 3] - mean;       \
                         m0 += a * a; m1 += bb * bb; m2 += c * c; m3 += d * d;                  \
-                        c0[index[j]]++; c1[index[j + 1]]++;                                    \
-                        c0[index[j + 2]]++; c1[index[j + 3]]++;                                \
                     }                                                                          \
                     for (; j < size; j++) {                                                    \
                         double a = (double)y[j] - mean;                                        \
-                        m0 += a * a; c0[index[j]]++;                                           \
+                        m0 += a * a;                                                           \
+                    }                                                                          \
+                    if (sparse) {                                                              \
+                        for (j = 0; j < size; j++) row[index[j]] += 1.0;                       \
+                    } else {                                                                   \
+                        for (j = 0; j + 2 <= size; j += 2) {                                   \
+                            c0[index[j]]++; c1[index[j + 1]]++;                                \
+                        }                                                                      \
+                        if (j < size) c0[index[j]]++;                                          \
                     }                                                                          \
                 } else {                                                                       \
                     for (int64_t j = 0; j < size; j++) {                                       \
                         double v = (double)y[j];                                               \
                         if (v < INFINITY && v > -INFINITY) {                                   \
-                            m0 += (v - mean) * (v - mean); c0[index[j]]++;                     \
+                            m0 += (v - mean) * (v - mean);                                     \
+                            if (sparse) row[index[j]] += 1.0; else c0[index[j]]++;             \
                         }                                                                      \
                     }                                                                          \
                 }                                                                              \
             }                                                                                  \
-            double *row = s + L[HIST]; /* only the buckets counted: the rest stay untouched */ \
-            for (int64_t j = first; j < first + width; j++)                                    \
-                if (c0[j] | c1[j]) row[j] += (double)(c0[j] + c1[j]);                          \
+            if (!sparse)                                                                       \
+                for (int64_t j = first; j < first + width; j++)                                \
+                    if (c0[j] | c1[j]) row[j] += (double)(c0[j] + c1[j]);                      \
         }                                                                                      \
         s[L[FINITE]] += (double)finite;                                                        \
         s[L[NANS]] += (double)nans;                                                            \
@@ -238,5 +250,25 @@ void sw_rebin(const double *sums, const double *maxes, const double *centres, in
         /* rounded half to even, as numpy's round: exact for 0 <= x < 2^52 (counts are) */
         for (int64_t i = 0; i <= bins; i++) cdf[i] = (cdf[i] + 0x1p52) - 0x1p52;
         for (int64_t i = 0; i < bins; i++) h[i] = cdf[i + 1] - cdf[i];
+    }
+}
+
+/* After a step's merge: each key's next bucket centre (its mean, or its centre where it had no
+   finite value) into next, then its rows zeroed (maxes: -inf) for the next step, the buckets only
+   between its min's and its max's: no value was counted outside them. */
+void sw_clear(const Table *t, int64_t k, double *next) {
+    const int64_t *L = t->L;
+    for (int64_t r = 0; r < k; r++) {
+        double *s = t->sums + r * L[SUM_WIDTH], *m = t->maxes + r * L[MAX_WIDTH];
+        double n = s[L[FINITE]], centre = t->centres[r];
+        next[r] = n > 0.0 ? s[L[SUM]] / n : centre;
+        if (n > 0.0) {
+            int32_t edge[2];
+            double ends[2] = {-m[L[NEG_MIN]], m[L[MAX]]};
+            buckets_f64(ends, 2, centre, edge, L);
+            memset(s + L[HIST] + edge[0], 0, (edge[1] - edge[0] + 1) * sizeof(double));
+        }
+        memset(s, 0, L[HIST] * sizeof(double));
+        for (int64_t j = 0; j < L[MAX_WIDTH]; j++) m[j] = -(double)INFINITY;
     }
 }

@@ -67,6 +67,7 @@ LIBRARY = NativeLibrary(
         "sw_many": (None, [_P, _P, _P, _P, _N, _P]),
         "sw_calls_f64": (None, [_P, _P, _P, _N, _P, _P, _P, _P]),
         "sw_rebin": (None, [_P, _P, _P, _N, _N, _P, _P, _P]),
+        "sw_clear": (None, [_P, _N, _P]),
     },
 )
 """The compiled loops (``LIBRARY.wait()`` builds them now; ``LIBRARY.enabled = False`` before
@@ -132,12 +133,14 @@ class Table:
         self._words = np.array([0, s, m, _LAYOUT_AT], dtype=np.int64)
         self.address = self._words.ctypes.data
         self._bins = np.zeros((self.keys, BINS))
+        self._next = np.zeros(self.keys)
         if centres.dtype != np.float64 or not centres.flags.c_contiguous or (
                 centres.shape != (self.keys,)):  # fmt: skip
             raise ValueError(f"centres must be {self.keys} contiguous float64 values")
         self.centres = centres
         self._words[0] = c = centres.ctypes.data
-        self._at = (s, m, c, self._bins.ctypes.data)  # addresses looked up once: each costs 2 us
+        # addresses looked up once: each costs 2 us
+        self._at = (s, m, c, self._bins.ctypes.data, self._next.ctypes.data)
 
     def display_bins(self) -> np.ndarray | None:
         """:func:`rebin` of the tables as they are now (``[k, BINS]``, overwritten by the next
@@ -145,9 +148,20 @@ class Table:
         lib = LIBRARY.get()
         if lib is None:
             return None
-        s, m, c, out = self._at
+        s, m, c, out, _ = self._at
         lib.sw_rebin(s, m, c, self.keys, BINS, _EDGES_AT, out, _LAYOUT_AT)
         return self._bins
+
+    def clear(self) -> np.ndarray | None:
+        """Zero the tables for the next step (maxes: -inf), touching only each key's buckets
+        between its min and max; first each key's next centre (``.merge.next_centres``: its
+        mean, or its centre where it had no finite value), returned. ``None``: the C loop is not
+        built (nothing done)."""
+        lib = LIBRARY.get()
+        if lib is None:
+            return None
+        lib.sw_clear(self.address, self.keys, self._at[4])
+        return self._next.copy()
 
 
 def one(values: torch.Tensor, key: int, table: Table) -> bool:
@@ -169,13 +183,19 @@ def many(values: list[torch.Tensor], keys: list[int], table: Table) -> list[int]
     if lib is None:
         return list(range(len(values)))
     left, at, sizes, f32s, rows = [], [], [], [], []
-    for i, value in enumerate(values):
-        f32 = _float32(value)
-        if f32 is None:
+    float32, float64, strided, plain = torch.float32, torch.float64, torch.strided, _PLAIN
+    for i, value in enumerate(values):  # _float32, inline: every recorded value passes here
+        dtype = value.dtype
+        f32 = dtype is float32
+        if (not f32 and dtype is not float64) or type(value) not in plain or (
+                not value.is_cpu or value.layout is not strided
+                or not value.is_contiguous() or value.is_neg()):  # fmt: skip
             left.append(i)
-        elif value.numel():
+            continue
+        n = value.numel()
+        if n:
             at.append(value.data_ptr())
-            sizes.append(value.numel())
+            sizes.append(n)
             f32s.append(f32)
             rows.append(keys[i])
     if at:

@@ -1,7 +1,7 @@
 """Recorded steps on their way to disk: reduced buckets kept, then merged and written together.
 
 Merging a step's numbers and writing one record per key costs about the same for one step as
-for thirty (a few dozen numpy calls and one write per key file), so the writer rank keeps each
+for hundreds (a few dozen numpy calls and one write per key file), so the writer rank keeps each
 recorded step's numbers (its display bins re-binned at once: they are all that is kept of the
 buckets) and turns a batch of them into records at once. The kept steps are written when they
 are :data:`MAX_STEPS` (or :data:`MAX_BYTES`), when the last write is :data:`MAX_AGE` seconds
@@ -38,8 +38,8 @@ from .runfolder import RunWriter
 
 __all__ = ["MAX_AGE", "MAX_BYTES", "MAX_STEPS", "Pending"]
 
-MAX_STEPS = 32
-MAX_BYTES = 16 << 20
+MAX_STEPS = 256
+MAX_BYTES = 8 << 20
 MAX_AGE = 0.5  # seconds
 
 

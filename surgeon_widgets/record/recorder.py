@@ -214,6 +214,12 @@ class Recorder:
         if self._device.type == "cpu":
             LIBRARY.get()  # the C loop builds meanwhile
         self._work = Workspace()
+        # each key's largest shape this step (ndim, dims, dtype code; -inf: not called), written
+        # only when it changes: most keys see the shape of the last step
+        self._shape_rows = np.full((len(self.keys), MAX_WIDTH - EVALED - 1), float("-inf"))
+        self._row_is: list[np.ndarray | None] = [None] * len(self.keys)  # the row in there
+        self._last_shape: list[Any] = [None] * len(self.keys)  # (shape, dtype) of the last call
+        self._last_row: list[Any] = [None] * len(self.keys)  # its row
         self._batches: dict[torch.device, Batch] = {}  # small values, reduced in step()
         # values read in step() (see RETAIN_LIMIT): (key, output, its version at the hook,
         # train / eval forward, or None for the output's gradient)
@@ -386,8 +392,6 @@ class Recorder:
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """An exchange's reduced buckets; a rank that waited in vain names where the others are."""
         b = exchange.buckets
-        if self._world == 1:  # nothing was sent: nothing to wait for or check
-            return b.sums.view(-1), b.maxes_flat
         try:
             return finish_exchange(exchange.works, b.sums.view(-1), b.maxes_flat, exchange.step,
                                    timeout)  # fmt: skip
@@ -419,8 +423,6 @@ class Recorder:
         k = len(self.keys)
         self._calls, self._numel, self._evals = [0] * k, [0] * k, [0] * k
         self._trained, self._evaled = [False] * k, [False] * k
-        self._shapes: list[np.ndarray | None] = [None] * k
-        self._last_shape: list[Any] = [None] * k
 
     def _take(self, index: int, value: torch.Tensor, train: bool = True) -> None:
         """Count one call's ``value`` for key ``index`` (from a hook or step(); no sync)."""
@@ -441,15 +443,22 @@ class Recorder:
         elif self._evaled[index]:  # eval forwards came first: they leave the training record
             self._drop(index)
         self._trained[index] = train
-        self._calls[index] += 1
+        calls = self._calls[index]
+        self._calls[index] = calls + 1
         n = value.numel()
         self._numel[index] += n
         shape = (value.shape, value.dtype)
         if shape != self._last_shape[index]:
             self._last_shape[index] = shape
-            row = _shape_row(tuple(value.shape), value.dtype)
-            known = self._shapes[index]
-            self._shapes[index] = row if known is None else np.maximum(known, row)
+            self._last_row[index] = _shape_row(tuple(value.shape), value.dtype)
+        row = self._last_row[index]
+        if self._row_is[index] is not row:
+            if calls:  # another shape this step: the largest of each dimension
+                np.maximum(self._shape_rows[index], row, out=self._shape_rows[index])
+                row = None
+            else:
+                self._shape_rows[index] = row
+            self._row_is[index] = row
         return n
 
     def _seen(
@@ -554,7 +563,7 @@ class Recorder:
         self._evals[index] += self._calls[index]
         self._calls[index] = self._numel[index] = 0
         self._evaled[index] = False
-        self._shapes[index] = self._last_shape[index] = None
+        self._row_is[index] = None  # the next call writes its row
         for batch in self._batches.values():
             batch.drop(index)
         self._buckets.sums[index].zero_()
@@ -571,13 +580,11 @@ class Recorder:
         np.greater(counts[0], 0, out=sums[:, 0])
         maxes[:, 0] = self._trained
         maxes[:, EVALED - TRAINED] = self._evaled
-        shape = EVALED - TRAINED + 1
-        if all(row is not None for row in self._shapes):
-            maxes[:, shape:] = self._shapes
-        else:  # keys not called this step keep -inf
-            for i, row in enumerate(self._shapes):
-                if row is not None:
-                    maxes[i, shape:] = row
+        if not all(self._calls):  # keys not called this step: -inf (and written anew next time)
+            for i in np.flatnonzero(counts[0] == 0):
+                self._shape_rows[i] = float("-inf")
+                self._row_is[i] = None
+        maxes[:, EVALED - TRAINED + 1 :] = self._shape_rows
         if b.device.type != "cpu":  # host tables, copied in
             b.sums[:, :HOST_SUMS].copy_(torch.from_numpy(sums))
             b.maxes[:, TRAINED:].copy_(torch.from_numpy(maxes))
@@ -632,20 +639,28 @@ class Recorder:
             return False
         with exchange.lock:
             sums = self._keep(exchange, timeout)
-        self._centres = next_centres(sums, exchange.buckets.centres)
-        exchange.buckets.sums.zero_()
-        exchange.buckets.maxes_flat.fill_(float("-inf"))
+        b = exchange.buckets
+        centres = None if b.table is None else b.table.clear()  # in C, the touched rows only
+        if centres is None:
+            centres = next_centres(sums, b.centres)
+            b.sums.zero_()
+            b.maxes_flat.fill_(float("-inf"))
+        self._centres = centres
         return True
 
     def _keep(self, exchange: _Exchange, timeout: float | None = None) -> np.ndarray:
         """The exchange's merged sum bucket, waited for and checked; the writer keeps its
         records (once: the heartbeat may have). Under ``exchange.lock``."""
         if exchange.sums is None:
-            sums, maxes = self._wait(exchange, timeout)
             b, k = exchange.buckets, len(self.keys)
+            # (one rank sent nothing: nothing to wait for or check)
             if b.table is not None:  # on a CPU the buckets were reduced in place
+                if self._world > 1:
+                    self._wait(exchange, timeout)
                 sums, maxes = b.host_table
-            else:
+            else:  # copied to the CPU
+                sums, maxes = (self._wait(exchange, timeout) if self._world > 1
+                               else (b.sums.cpu(), b.maxes_flat.cpu()))  # fmt: skip
                 sums = sums.view(k, SUM_WIDTH).numpy()
                 maxes = maxes[HEAD:].view(k, MAX_WIDTH).numpy()
             if self._unwritten is not None:  # merged and written in batches (see .pending)
