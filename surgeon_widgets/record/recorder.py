@@ -54,10 +54,12 @@ from .batch import BATCH_LIMIT, Batch
 from .collect import RankMismatchError, distributed, finish_exchange, layer_hash, start_exchange
 from .layout import (
     BINS,
+    CALLS,
     DTYPES,
     EVALED,
     FIELDS,
     FORMAT,
+    HAS,
     HEAD,
     HOST_SUMS,
     MAX_DIMS,
@@ -482,7 +484,7 @@ class Recorder:
         if grad is None:
             return
         grad_index, hook, name = grad
-        if held and safe and output.grad_fn is not None and not output.retains_grad:
+        if held and safe and not output.is_leaf and not output.retains_grad:
             output.retain_grad()
             self._held.append((grad_index, output, output._version, None))
             return
@@ -575,13 +577,14 @@ class Recorder:
         for batch in self._batches.values():
             batch.reduce(b.sums, b.maxes, b.centres, self._work)
         sums, maxes = b.host_sums, b.host_maxes
-        counts = np.array((self._calls, self._numel, self._evals), dtype=np.float64)
-        sums[:, 1:] = counts.T
-        np.greater(counts[0], 0, out=sums[:, 0])
+        # HAS (this rank called the key), CALLS, NUMEL, EVALS: one write into the table
+        counts = np.array((self._calls, self._calls, self._numel, self._evals), dtype=np.float64)
+        np.minimum(counts[HAS], 1.0, out=counts[HAS])
+        sums[...] = counts.T
         maxes[:, 0] = self._trained
         maxes[:, EVALED - TRAINED] = self._evaled
         if not all(self._calls):  # keys not called this step: -inf (and written anew next time)
-            for i in np.flatnonzero(counts[0] == 0):
+            for i in np.flatnonzero(counts[CALLS] == 0):
                 self._shape_rows[i] = float("-inf")
                 self._row_is[i] = None
         maxes[:, EVALED - TRAINED + 1 :] = self._shape_rows
