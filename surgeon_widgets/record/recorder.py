@@ -125,6 +125,15 @@ class Recorder:
     left out. Each record's histogram covers all of that step's finite values (fixed
     log-spaced buckets merged over ranks, shown as 64 bins over the record's min/max).
 
+    Where values are read: an output of at most :data:`RETAIN_LIMIT` values is kept until
+    :meth:`step`, and its gradient by ``retain_grad()`` (after backward such an output tensor
+    has ``.grad``, as if you had called it; the gradient is its total over the step's backward
+    passes, one call), all reduced there at once, once the layer's first recorded forward shows
+    that nothing edits its output in place after the hook. Larger outputs, and those edited in
+    place (a convolution before ``ReLU(inplace=True)``), are reduced at the hook and their
+    gradients by a tensor hook as backward computes them (each backward pass one call). A layer
+    that starts editing its output in place later leaves that one call out, with a warning.
+
     Args:
         model: the user's module, also inside DDP, after ``fully_shard`` or ``torch.compile``
             (names are the module's own: no ``module.`` / ``_orig_mod.`` prefixes).
