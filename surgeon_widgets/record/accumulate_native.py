@@ -183,13 +183,9 @@ def many(values: list[torch.Tensor], keys: list[int], table: Table) -> list[int]
     if lib is None:
         return list(range(len(values)))
     left, at, sizes, f32s, rows = [], [], [], [], []
-    float32, float64, strided, plain = torch.float32, torch.float64, torch.strided, _PLAIN
-    for i, value in enumerate(values):  # _float32, inline: every recorded value passes here
-        dtype = value.dtype
-        f32 = dtype is float32
-        if (not f32 and dtype is not float64) or type(value) not in plain or (
-                not value.is_cpu or value.layout is not strided
-                or not value.is_contiguous() or value.is_neg()):  # fmt: skip
+    for i, value in enumerate(values):
+        f32 = _float32(value)
+        if f32 is None:
             left.append(i)
             continue
         n = value.numel()
@@ -232,11 +228,11 @@ _EDGES_AT = _EDGES.ctypes.data
 def _float32(values: torch.Tensor) -> bool | None:
     """Is ``values`` float32 (else float64), read in place by the C loop; ``None``: it is not
     (another dtype or device, a view with gaps, a lazily negated view)."""
-    if type(values) not in _PLAIN or not values.is_cpu:
-        return None
     dtype = values.dtype
-    f32 = True if dtype is torch.float32 else False if dtype is torch.float64 else None
-    if f32 is None or values.layout is not torch.strided or not values.is_contiguous():
+    f32 = dtype is torch.float32
+    if (not f32 and dtype is not torch.float64) or type(values) not in _PLAIN or (
+            not values.is_cpu or values.layout is not torch.strided
+            or not values.is_contiguous()):  # fmt: skip
         return None
     return None if values.is_neg() else f32  # a lazily negated view: its memory holds -values
 
