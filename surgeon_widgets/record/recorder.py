@@ -707,12 +707,13 @@ class Recorder:
 
 
 RETAIN_LIMIT = 1 << 16
-"""Values: the gradient of an output this small is kept (``retain_grad``) and read in
-``step()``, all such in one C call, rather than by a Python tensor hook that backward calls (the
-call and its registration cost more than the reduction). Larger ones are reduced as backward
-computes them, so none is held. An output modified in place after its hook (``ReLU(inplace)``
-after a convolution) has the gradient of the new value in ``.grad``: a key's first recorded
-outputs are probed with both, and one whose outputs change keeps the tensor hook."""
+"""Values: an output this small is held until ``step()`` and its gradient kept
+(``retain_grad``), all read there in one C call: a call at the hook and a Python tensor hook that
+backward calls (with its registration) cost more than reducing them. Larger ones are reduced at
+the hook and as backward computes them, so none is held. An output edited in place after its
+hook (a convolution before ``ReLU(inplace=True)``) would be read with its new values and the
+new values' gradient: a layer's first recorded outputs are read at the hook and checked
+(their version) in ``step()``, and a layer whose outputs change stays at the hook."""
 
 CLOSE_WAIT = 10.0
 """Seconds ``close(error)`` waits for the last recorded step's merge (a peer may be gone)."""
