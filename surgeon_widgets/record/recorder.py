@@ -83,7 +83,11 @@ __all__ = ["Recorder", "RecorderCost"]
 
 @dataclass
 class RecorderCost:
-    """Where the recorder's time went (this rank), and what it wrote (writer rank)."""
+    """Where the recorder's time went (this rank), and what it wrote (writer rank).
+
+    ``hook_seconds``: counting and reducing values, at the hooks or in ``step()`` (values held
+    until then); ``step_seconds``: the rest of ``step()`` (merge, exchange, writing).
+    """
 
     steps: int = 0
     recorded: int = 0
@@ -99,9 +103,9 @@ class RecorderCost:
     def __str__(self) -> str:
         per = self.seconds / self.recorded * 1e3 if self.recorded else 0.0
         return (f"{self.recorded} of {self.steps} steps recorded; {self.seconds:.3f} s in the "
-                f"recorder ({per:.2f} ms per recorded step: hooks {self.hook_seconds:.3f} s, "
-                f"step() {self.step_seconds:.3f} s); {self.bytes_written} bytes written "
-                f"({self.record_size} per record)")  # fmt: skip
+                f"recorder ({per:.2f} ms per recorded step: values {self.hook_seconds:.3f} s, "
+                f"the rest of step() {self.step_seconds:.3f} s); {self.bytes_written} bytes "
+                f"written ({self.record_size} per record)")  # fmt: skip
 
 
 def _in_backward() -> bool:
@@ -299,7 +303,7 @@ class Recorder:
             if not isinstance(step, int) or step < 0:
                 raise ValueError(f"step must be a whole number >= 0, got {step!r}")
             self._step = step
-        start = time.perf_counter()
+        start, reading = time.perf_counter(), self.cost.hook_seconds
         try:
             if self.recording:
                 self._record()
@@ -317,7 +321,9 @@ class Recorder:
             self._step += 1
             self._step_calls += 1
             self.cost.steps = self._step_calls
-            self.cost.step_seconds += time.perf_counter() - start
+            # the values read here are counted in hook_seconds
+            read = self.cost.hook_seconds - reading
+            self.cost.step_seconds += time.perf_counter() - start - read
 
     def close(self, error: BaseException | str | None = None) -> None:
         """Remove every hook; mark the run finished (or failed, with ``error``). No collective.
