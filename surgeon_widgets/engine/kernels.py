@@ -19,6 +19,7 @@ Example:
 
 from __future__ import annotations
 
+import logging
 import threading
 import warnings
 from collections.abc import Callable
@@ -29,6 +30,27 @@ import torch
 from .torch_internals import COMPILE_KERNEL
 
 __all__ = ["Kernel"]
+
+
+def logging_lock_free(timeout: float = 5.0) -> bool:
+    """Can this thread take ``logging``'s module lock (within ``timeout`` seconds)?
+
+    A build traces with ``make_fx``, which logs, while it holds dynamo's compile lock. A trace
+    aborted by :mod:`.time_limit` (an exception raised between two bytecodes) can leave that
+    lock held by its thread for good, if it lands just after the lock is taken; the build would
+    then wait for it forever, and any ``torch.compile`` of that thread for the compile lock.
+    Asked first, a held lock costs the build (the eager path stays), not the process.
+
+    >>> logging_lock_free()
+    True
+    """
+    lock = getattr(logging, "_lock", None)  # CPython's; absent elsewhere: nothing to ask
+    if lock is None or not hasattr(lock, "acquire"):
+        return True
+    if not lock.acquire(timeout=timeout):
+        return False
+    lock.release()
+    return True
 
 
 class Kernel:
@@ -90,6 +112,8 @@ class Kernel:
 
     def _build(self, compile_kernel: Callable[..., Any], dtype: torch.dtype, done: Any) -> None:
         try:
+            if not logging_lock_free():
+                raise RuntimeError("logging's module lock is held by another thread")
             with torch.no_grad():
                 built = compile_kernel(self._fn, *self._example(dtype))
         except Exception as error:  # no C++ compiler, an inductor bug: the eager path stays

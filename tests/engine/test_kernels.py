@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import warnings
 
@@ -9,7 +10,7 @@ import pytest
 import torch
 from torch._dynamo.utils import counters
 
-from surgeon_widgets.engine import stats
+from surgeon_widgets.engine import kernels, stats
 from surgeon_widgets.engine.kernels import Kernel
 
 
@@ -66,6 +67,34 @@ def test_a_kernel_that_cannot_build_warns_once_and_stays_eager():
     said = [str(w.message) for w in seen if w.category is RuntimeWarning]
     assert len(said) == 1 and "broken kernel for torch.float32" in said[0]
     assert "eager path" in said[0]
+
+
+def test_logging_held_by_another_thread_costs_the_build_not_the_process(monkeypatch):
+    # a trace aborted between two bytecodes (engine/time_limit.py) can leave logging's module
+    # lock held by its thread for good: the build, which logs while it holds dynamo's compile
+    # lock, stays eager instead of waiting for it (and torch.compile for the compile lock)
+    monkeypatch.setattr(kernels.logging_lock_free, "__defaults__", (0.2,))
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with logging._lock:
+            held.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait(5)
+    try:
+        kernel = Kernel("logging", _rows, _example)
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            assert not kernel.wait(torch.float32, timeout=20)
+        said = [str(w.message) for w in seen if w.category is RuntimeWarning]
+        assert len(said) == 1 and "logging's module lock is held" in said[0]
+    finally:
+        release.set()
+        holder.join()
+    assert kernels.logging_lock_free()
 
 
 def test_the_build_starts_at_the_after_th_ask():
