@@ -44,10 +44,21 @@ def by_hand(x: torch.Tensor) -> None:
     torch.linalg.vector_norm(xf)
 
 
+def chunked(x: torch.Tensor) -> None:
+    """``tensor_stats`` on its eager chunks: the fused kernel turned off for this call."""
+    get = FUSED.get
+    FUSED.get = lambda dtype: None  # type: ignore[method-assign]
+    try:
+        tensor_stats(x)
+    finally:
+        FUSED.get = get  # type: ignore[method-assign]
+
+
 def arms(x: torch.Tensor) -> dict[str, Callable[[], object]]:
     return {
         "sum": x.sum,
         "tensor_stats": lambda: tensor_stats(x),
+        "chunks": lambda: chunked(x),
         "aminmax+histc+moments": lambda: by_hand(x),
     }
 
@@ -117,6 +128,7 @@ def main() -> None:
                 line = f"{line:<44} target <= {BAR:g} (goal {GOAL:g})   "
                 line += "ok" if ours <= BAR else "MISSED"
             print(line)
+            print(f"chunks/sum[{label}]: {got['chunks'] / got['sum']:.2f}")
             print(f"aminmax+histc+moments/sum[{label}]: "
                   f"{got['aminmax+histc+moments'] / got['sum']:.2f}")  # fmt: skip
             vs = got["tensor_stats"] / got["aminmax+histc+moments"]
