@@ -1,4 +1,5 @@
-"""The thread hand-over: trait changes made on another thread apply at the model's next forward."""
+"""The thread hand-over: changes from another thread apply at the next forward, their traces
+between forwards on the main thread (when the cell ends)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,7 @@ import torch
 import torch.fx
 from torch import nn
 
-from surgeon_widgets.engine import guard
-from surgeon_widgets.engine import tracing
+from surgeon_widgets.engine import guard, tracing
 from surgeon_widgets.engine.registry import live_hooks
 from surgeon_widgets.widget import explorer as explorer_module
 from surgeon_widgets.widget.explorer import TRACING, Explorer
