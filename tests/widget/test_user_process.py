@@ -48,6 +48,15 @@ def loop(monkeypatch) -> Loop:
     return made
 
 
+@pytest.fixture(autouse=True)
+def one_thread():
+    """torch on one thread: a loaded 2-core machine runs these loops 40x slower on all cores."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 class Thread(threading.Thread):
     """A thread of the test's own: what it raised is kept for the test to check."""
 
@@ -155,8 +164,8 @@ def test_200_cpu_steps_start_no_subprocess_and_no_thread_of_ours(monkeypatch):
     monkeypatch.setattr(os, "fork", spawned("fork", os.fork))
     ex = Explorer(model, selected=[str(i) for i in range(12)], gradients=True, max_rate=0)
     opt = torch.optim.SGD(model.parameters(), lr=0.001)
-    for _ in range(200):
-        loss = model(torch.randn(32, 64)).pow(2).mean()
+    for _ in range(200):  # 32,768 values a layer: "large" to engine/stats (not SMALL)
+        loss = model(torch.randn(512, 64)).pow(2).mean()
         opt.zero_grad()
         loss.backward()
         opt.step()
