@@ -375,6 +375,7 @@ class Explorer(ShownLater, FrontEnd):
         if self.node_in or self.node_out:  # a report needs the model's trace
             self._handover.later("cut", self._cut.refresh)
         else:
+            self._handover.drop("cut")
             self._cut.refresh()  # no cut: only the selection's code, no trace
 
     def _show_cut(self, report: dict, code: str) -> None:
@@ -385,6 +386,7 @@ class Explorer(ShownLater, FrontEnd):
         if change["new"]:
             self._handover.later("show_nodes", self._show_rows)  # graph nodes need a trace
         else:
+            self._handover.drop("show_nodes")
             self._show_rows()
 
     def _show_rows(self) -> None:

@@ -177,10 +177,12 @@ def test_graph_nodes_switched_back_off_before_the_cell_ends_need_no_trace(loop, 
     rows = list(ex.rows)
     on_thread(setattr, ex, "show_nodes", True)
     traces.forward(model, torch.randn(1, 4))
+    assert TRACING in ex.notes
     on_thread(setattr, ex, "show_nodes", False)
     traces.forward(model, torch.randn(1, 4))
+    assert ex._handover.waiting_work == [] and TRACING not in ex.notes
     loop.cell_ends()
-    assert traces.seen == [] and ex.rows == rows and TRACING not in ex.notes
+    assert traces.seen == [] and ex.rows == rows
     ex.close()
 
 

@@ -163,6 +163,13 @@ class Handover:
             self._waiting(True)
         self._schedule_flush()
 
+    def drop(self, key: str) -> None:
+        """Forget the work waiting under ``key`` (no longer needed: the switch went back off)."""
+        with self._lock:
+            dropped = self._later.pop(key, None) is not None
+        if dropped:
+            self._tell_waiting()
+
     def _run(self, key: str, work: Callable[[], None]) -> None:
         try:
             work()
