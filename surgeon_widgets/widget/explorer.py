@@ -8,6 +8,10 @@ message reaches the kernel (:mod:`.runtime.kernel_comms`: our subshell, or drain
 applied on the model's thread (at once there, else at its next forward or when the cell
 ends) -> :meth:`Explorer._selection_changed` -> :meth:`.live.selection.SelectionHooks.sync`
 (clock, activations, gradients, attention, parameters) -> ``hooks``, written once.
+A click that needs a trace (graph nodes, a cut's report and code) hands it to
+:meth:`~.runtime.handover.Handover.later`: it runs on the main thread between forwards, at
+once there, else when the running cell ends (or at once when the kernel is idle); the view
+says ``TRACING`` (a note) meanwhile, and the cut panel shows its report as being recomputed.
 """
 
 from __future__ import annotations
@@ -55,6 +59,10 @@ HANDED_OVER = frozenset(
 HELLO = frozenset({"hello"})  # read-only: answered at once, on any thread
 BUTTONS = {"remove_all_hooks": "remove_all_hooks", "clear_errors": "clear_errors",
            "cut_apply_fix": "apply_fix"}  # the view's messages -> the method they call  # fmt: skip
+TRACING = (
+    "tracing... (graph nodes and the cut need a trace of the model: it runs between your "
+    "forwards, when the running cell ends)"
+)
 OPTIONS = [
     "example_inputs", "selected", "gradients", "max_rate", "show_nodes", "params", "run_dir",
 ]  # fmt: skip
@@ -147,7 +155,9 @@ class Explorer(ShownLater, FrontEnd):
             weakref.finalize(self, self._run_log.close)  # collected or exiting: "finished"
         self._history = History()
         self._lock = threading.Lock()
-        self._handover = Handover(self._watched, main_loop_scheduler(), hooked=not compiled)
+        self._handover = Handover(
+            self._watched, main_loop_scheduler(), hooked=not compiled, waiting=self._tracing
+        )
         self._errors = ErrorList(self._publish_errors)
         self._params_all = params  # every newly selected layer joins param_layers
         self._recompile = RecompileStatus()
@@ -362,18 +372,36 @@ class Explorer(ShownLater, FrontEnd):
 
     @t.observe("node_in", "node_out", "selected")
     def _cut_changed(self, change: Any) -> None:
-        self._cut.refresh()
+        if self.node_in or self.node_out:  # a report needs the model's trace
+            self._handover.later("cut", self._cut.refresh)
+        else:
+            self._handover.drop("cut")
+            self._cut.refresh()  # no cut: only the selection's code, no trace
 
     def _show_cut(self, report: dict, code: str) -> None:
         self.cut_report, self.code = report, code
 
     @t.observe("show_nodes")
     def _nodes_toggled(self, change: Any) -> None:
-        rows, error = self._tree.rows(change["new"])
-        if error or change["new"]:
+        if change["new"]:
+            self._handover.later("show_nodes", self._show_rows)  # graph nodes need a trace
+        else:
+            self._handover.drop("show_nodes")
+            self._show_rows()
+
+    def _show_rows(self) -> None:
+        show = self.show_nodes  # as it is now: a later click may have switched it back
+        rows, error = self._tree.rows(show)
+        if error or show:
             self.nodes_error = error  # shown in the tree
         if not error:  # else the module rows stay, usable
             self.rows = rows
+
+    def _tracing(self, waiting: bool) -> None:
+        if waiting:
+            self._note(TRACING)
+        elif TRACING in self.notes:
+            self.notes = [n for n in self.notes if n != TRACING]
 
     def _on_records(self, records: list[Record]) -> None:
         if self.status:

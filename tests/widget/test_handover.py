@@ -1,16 +1,19 @@
-"""The thread hand-over: trait changes made on another thread apply at the model's next forward."""
+"""The thread hand-over: changes from another thread apply at the next forward, their traces
+between forwards on the main thread (when the cell ends)."""
 
 from __future__ import annotations
 
 import threading
 
+import pytest
 import torch
 import torch.fx
 from torch import nn
 
-from surgeon_widgets.engine import guard
+from surgeon_widgets.engine import guard, tracing
 from surgeon_widgets.engine.registry import live_hooks
-from surgeon_widgets.widget.explorer import Explorer
+from surgeon_widgets.widget import explorer as explorer_module
+from surgeon_widgets.widget.explorer import TRACING, Explorer
 from surgeon_widgets.widget.runtime.handover import Handover
 
 
@@ -32,6 +35,62 @@ def on_thread(fn, *args) -> None:
     thread.start()
     thread.join()
     assert not errors, errors
+
+
+class Loop:
+    """The kernel's main loop as a test drives it: what is scheduled runs when a cell ends."""
+
+    def __init__(self) -> None:
+        self.callbacks: list = []
+
+    def add_callback(self, fn) -> None:  # any thread, as tornado's
+        self.callbacks.append(fn)
+
+    def cell_ends(self) -> None:
+        while self.callbacks:
+            self.callbacks.pop(0)()
+
+
+@pytest.fixture
+def loop(monkeypatch) -> Loop:
+    """Explorers made in the test see a kernel's main loop (``Loop``)."""
+    made = Loop()
+    monkeypatch.setattr(explorer_module, "main_loop_scheduler", lambda: made.add_callback)
+    return made
+
+
+class Traces:
+    """Every real trace of a model (the engine's uncached trace): on which thread, and whether a
+    forward of the test's training loop was running."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, bool]] = []
+        self.inside = False
+
+    def forward(self, model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+        self.inside = True
+        try:
+            return model(x)
+        finally:
+            self.inside = False
+
+
+@pytest.fixture
+def traces(monkeypatch) -> Traces:
+    spy = Traces()
+    real = tracing._trace_uncached
+
+    def spied(*args, **kwargs):
+        spy.seen.append((threading.current_thread().name, spy.inside))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tracing, "_trace_uncached", spied)
+    return spy
+
+
+def has_nodes(ex: Explorer) -> bool:
+    """Does the tree show graph nodes (rows that are not modules)?"""
+    return any(r["name"] not in ex._tree.layers for r in ex.rows)
 
 
 def hooked(model: nn.Module) -> set[str]:
@@ -70,16 +129,69 @@ def test_changes_apply_in_order_and_the_newest_of_a_trait_wins():
     ex.close()
 
 
-def test_graph_nodes_and_cut_marks_from_another_thread_wait_for_a_forward():
+def test_graph_nodes_and_cut_marks_from_another_thread_trace_when_the_cell_ends(loop, traces):
     model = toy()
     ex = Explorer(model, torch.randn(1, 4))
     rows = list(ex.rows)
     on_thread(setattr, ex, "show_nodes", True)
     on_thread(setattr, ex, "node_out", ["1"])
-    assert ex.rows == rows and ex.cut_report == {}
-    model(torch.randn(1, 4))
-    assert len(ex.rows) > len(rows)
+    for _ in range(3):
+        traces.forward(model, torch.randn(1, 4))
+    assert ex.show_nodes and ex.node_out == {"1": "1"}  # the changes applied at a forward...
+    assert traces.seen == [] and ex.rows == rows and ex.cut_report == {}  # ...not their traces
+    assert ex._handover.waiting_work == ["show_nodes", "cut"] and TRACING in ex.notes
+    loop.cell_ends()
+    assert traces.seen == [("MainThread", False)]  # one trace, shared, between forwards
+    assert len(ex.rows) > len(rows) and not ex.nodes_error
     assert ex.cut_report["outputs"] and not ex.cut_report["problems"]
+    assert "node_out='1'" in ex.code and TRACING not in ex.notes
+    ex.close()
+
+
+def test_a_click_drained_inside_the_pre_hook_traces_when_the_cell_ends(loop, traces):
+    model = toy()
+    ex = Explorer(model, torch.randn(1, 4))
+    ex._handover.poll = lambda: setattr(ex, "show_nodes", True)  # as the drain: main thread
+    traces.forward(model, torch.randn(1, 4))
+    ex._handover.poll = None
+    assert ex.show_nodes and traces.seen == [] and TRACING in ex.notes
+    loop.cell_ends()
+    assert traces.seen == [("MainThread", False)] and has_nodes(ex)
+    ex.close()
+
+
+def test_an_idle_kernel_traces_a_click_at_once_on_its_main_loop(loop, traces):
+    model = toy()
+    ex = Explorer(model, torch.randn(1, 4))
+    on_thread(setattr, ex, "node_out", ["1"])
+    assert traces.seen == [] and ex.cut_report == {}
+    loop.cell_ends()  # no cell runs: the loop's callback comes at once
+    assert traces.seen == [("MainThread", False)] and ex.cut_report["valid"]
+    assert TRACING not in ex.notes  # never waited
+    ex.close()
+
+
+def test_graph_nodes_switched_back_off_before_the_cell_ends_need_no_trace(loop, traces):
+    model = toy()
+    ex = Explorer(model, torch.randn(1, 4))
+    rows = list(ex.rows)
+    on_thread(setattr, ex, "show_nodes", True)
+    traces.forward(model, torch.randn(1, 4))
+    assert TRACING in ex.notes
+    on_thread(setattr, ex, "show_nodes", False)
+    traces.forward(model, torch.randn(1, 4))
+    assert ex._handover.waiting_work == [] and TRACING not in ex.notes
+    loop.cell_ends()
+    assert traces.seen == [] and ex.rows == rows
+    ex.close()
+
+
+def test_the_users_own_code_on_the_main_thread_traces_at_once(traces):
+    model = toy()
+    ex = Explorer(model, torch.randn(1, 4), show_nodes=True)  # no kernel: as before
+    ex.node_out = ["1"]
+    assert traces.seen == [("MainThread", False)] and ex.cut_report["valid"]
+    assert has_nodes(ex) and TRACING not in ex.notes
     ex.close()
 
 

@@ -16,7 +16,8 @@ step rests on private ipykernel APIs; each is detected, and a missing one falls 
     inside a running cell, never while compiling or nested) this widget's pending comm
     messages are handled; every other message goes back to the queue untouched, in order.
     Busy/idle is published around each handled message and busy again for the cell; Ctrl-C
-    is held back while a message is handled and re-delivered after.
+    is held back while a message is handled and re-delivered after. A trace such a message
+    needs waits for the cell's end (:meth:`~.handover.Handover.later`), never runs here.
 ``"note"``
     Today's behaviour: clicks apply when the cell finishes, and the widget says so
     ("clicks made while a cell runs apply when the cell finishes").
