@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import types
 
+import pytest
 import torch
 import traitlets as t
 from torch import nn
@@ -99,3 +100,41 @@ def test_forget_compiled_resets_everything_without_the_per_code_reset(monkeypatc
         assert hook_guards.forget_compiled(model) == -1
     assert reset == [True] and "resetting all compiled code" in caplog.text
     torch._dynamo.reset()
+
+
+def _drifted(monkeypatch, entry, wrong):
+    """``entry`` found, but answering as ``wrong``: its probe's one warning is expected."""
+    from surgeon_widgets.engine.torch_internals import TorchInternalWarning
+
+    monkeypatch.setattr(entry, "find", lambda: wrong)
+    return pytest.warns(TorchInternalWarning, match="does not mean what it did")
+
+
+def test_fullgraph_is_found_on_wrappers_and_parts_compiled_in_place(monkeypatch):
+    monkeypatch.setattr(compiled.FULLGRAPH, "find", compiled.FULLGRAPH.find)  # probed afresh
+    model = nn.Sequential(nn.Linear(2, 2), nn.ReLU(), nn.Linear(2, 2))
+    model[0].compile(fullgraph=True)
+    model[2].compile()
+    assert compiled.is_fullgraph(torch.compile(model, fullgraph=True))
+    assert not compiled.is_fullgraph(torch.compile(model))
+    assert compiled.fullgraph_parts(model) == ["0"] and compiled.FULLGRAPH.available
+
+
+def test_fullgraph_probe_catches_a_wrapper_that_no_longer_says_so(monkeypatch):
+    """dynamo keeps ``fullgraph`` elsewhere: ours would read "not fullgraph" and hook a model
+    whose forward must not break. The probe sees it; every compiled model counts as
+    fullgraph (nothing recorded live there), said once."""
+    reads = (lambda model: False, compiled._call_fullgraph)  # the wrapper's flag is gone
+    with _drifted(monkeypatch, compiled.FULLGRAPH, reads) as said:
+        assert compiled.is_fullgraph(torch.compile(nn.Linear(2, 2)))
+        assert compiled.is_fullgraph(torch.compile(nn.Linear(2, 2), fullgraph=True))
+    assert len(said) == 1 and not compiled.is_fullgraph(nn.Linear(2, 2))
+
+
+def test_fullgraph_probe_catches_a_closure_that_moved(monkeypatch):
+    model = nn.Sequential(nn.Linear(2, 2), nn.ReLU(), nn.Linear(2, 2))
+    model[2].compile()  # not fullgraph: the fallback takes it as fullgraph
+    reads = (compiled._wrapper_fullgraph, lambda module: False)
+    with _drifted(monkeypatch, compiled.FULLGRAPH, reads) as said:
+        assert compiled.fullgraph_parts(model) == ["2"]
+    assert len(said) == 1
