@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import types
 
 import pytest
@@ -9,7 +10,7 @@ import torch
 import traitlets as t
 from torch import nn
 
-from surgeon_widgets.widget.runtime import compiled, hook_guards, notebook
+from surgeon_widgets.widget.runtime import compiled, hook_guards, kernel_comms, notebook
 from surgeon_widgets.widget.runtime.traits import hand_over
 
 
@@ -138,3 +139,35 @@ def test_fullgraph_probe_catches_a_closure_that_moved(monkeypatch):
     with _drifted(monkeypatch, compiled.FULLGRAPH, reads) as said:
         assert compiled.fullgraph_parts(model) == ["2"]
     assert len(said) == 1
+
+
+def _kernel_making_subshell(name: str) -> types.SimpleNamespace:
+    """A kernel whose shell channel thread makes subshell ``name`` (ipykernel 7's shape)."""
+    manager = types.SimpleNamespace(_create_subshell=lambda: name, _on_recv_callback=None)
+    loop = types.SimpleNamespace(add_callback=lambda fn: fn())
+    return types.SimpleNamespace(
+        shell_channel_thread=types.SimpleNamespace(_manager=manager, io_loop=loop)
+    )
+
+
+def test_subshell_probe_takes_the_note_when_its_thread_is_not_found(monkeypatch, caplog):
+    """The hand-over tells the subshell's calls by its thread's name: an ipykernel that names
+    the thread otherwise would run every click with cell events. The probe sees it once; the
+    subshell is not used (clicks apply when the cell ends) and the log says so."""
+    monkeypatch.setattr(kernel_comms, "_subshells", {})
+    with caplog.at_level("WARNING", logger="surgeon_widgets.explorer"):
+        assert kernel_comms._own_subshell(_kernel_making_subshell("abc")) is None
+        assert kernel_comms._own_subshell(_kernel_making_subshell("abc")) is None  # once
+    assert caplog.text.count("runs on no thread named subshell-abc") == 1
+
+
+def test_subshell_probe_passes_on_the_subshells_own_thread(monkeypatch):
+    monkeypatch.setattr(kernel_comms, "_subshells", {})
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait, name="subshell-abc", daemon=True)
+    thread.start()
+    try:
+        assert kernel_comms._own_subshell(_kernel_making_subshell("abc")) == "abc"
+    finally:
+        stop.set()
+        thread.join()
