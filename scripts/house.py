@@ -77,6 +77,7 @@ LOCKS_ONLY = {
     "record.pending", "record.recorder", "record.signals",
     "widget.history", "widget.explorer", "widget.views.errors", "widget.live.attention",
     "widget.runtime.handover", "widget.runtime.hook_guards", "widget.runtime.ownership",
+    "widget.runtime.traits",
 }  # fmt: skip
 LOCK_NAMES = {
     "Lock", "RLock", "Event", "Condition", "local", "current_thread", "main_thread", "get_ident",

@@ -11,7 +11,7 @@ import traitlets as t
 from torch import nn
 
 from surgeon_widgets.widget.runtime import compiled, hook_guards, kernel_comms, notebook
-from surgeon_widgets.widget.runtime.traits import hand_over
+from surgeon_widgets.widget.runtime.traits import ViewState
 
 
 class Box(t.HasTraits):
@@ -27,15 +27,36 @@ class Inbox:
         apply(value)
 
 
-def test_observers_run_where_the_change_is_made_without_traitlets_dispatch():
-    box, inbox, seen = Box(), Inbox(), []
-    box.observe(lambda change: seen.append(change["new"]), "size")
-    assert hand_over(box, {"size"}, inbox, method="_no_such_dispatch") is False
-    box.size = 2
-    assert seen == [2] and inbox.posted == []  # plain traitlets: at once, nothing posted
-    assert hand_over(box, {"size"}, inbox) is True
-    box.size = 3
-    assert seen == [2, 3] and inbox.posted == ["size"]
+def test_view_changes_of_chosen_traits_go_through_the_inbox_with_public_apis_only():
+    """No traitlets dispatch is replaced: the widget's own ``set_state`` routes the view's
+    values; observers of a chosen trait run when the inbox applies it, the others at once."""
+
+    class Widget(Box):
+        label = t.Unicode("")
+
+        def set_state(self, sync_data):
+            ViewState({"size"}, inbox, self.apply).set_state(sync_data)
+
+        def apply(self, sync_data):
+            with self.hold_trait_notifications():
+                for name, value in sync_data.items():
+                    setattr(self, name, value)
+
+    waiting: list = []
+
+    class Later(Inbox):
+        def post(self, key, apply, value) -> None:
+            self.posted.append(key)
+            waiting.append(lambda: apply(value))
+
+    inbox, seen = Later(), []
+    box = Widget()
+    box.observe(lambda change: seen.append(change["name"]), ["size", "label"])
+    assert "_notify_observers" not in vars(box)
+    box.set_state({"size": 2, "label": "x"})
+    assert (box.size, box.label, seen, inbox.posted) == (0, "x", ["label"], ["view state"])
+    waiting.pop()()  # the model's thread applies it
+    assert box.size == 2 and seen == ["label", "size"]
 
 
 def test_notebook_fallbacks_and_a_shell():
