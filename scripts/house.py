@@ -13,8 +13,9 @@ Threads, processes and C libraries: the package lives inside the user's training
 every thread of ours is one ARCHITECTURE.md names (Boundaries: Threads), each a daemon or joined
 with a bound at exit, and nothing of ours starts a compiler or loads a C library at run time.
 A module may import ``threading``, ``_thread``, ``concurrent``, ``subprocess``,
-``multiprocessing`` (also torch's) or ``ctypes`` only if it is a key of :data:`THREADS` (which
-mirrors that list and says why each must exist). Many modules need ``threading`` only to
+``multiprocessing`` (also torch's) or ``ctypes``, or call ``os.system``, ``os.fork`` and the
+like (:data:`OS_PROCESSES`), only if it is a key of :data:`THREADS` (which mirrors that list
+and says why each must exist). Many modules need ``threading`` only to
 guard their state or to ask which thread runs: those are listed in :data:`LOCKS_ONLY`, and may
 take from ``threading`` only the names in :data:`LOCK_NAMES` (read with :mod:`ast`:
 ``threading.X`` attributes and ``from threading import X``), so a ``threading.Thread`` there
@@ -83,7 +84,10 @@ LOCK_NAMES = {
     "Lock", "RLock", "Event", "Condition", "local", "current_thread", "main_thread", "get_ident",
 }  # fmt: skip
 CONCURRENCY = {"threading", "_thread", "concurrent", "subprocess", "multiprocessing", "ctypes",
-               "torch.multiprocessing"}  # fmt: skip
+               "torch.multiprocessing", "os"}  # fmt: skip
+# os's own ways to start a process (any other use of os is fine)
+OS_PROCESSES = {"system", "popen", "fork", "forkpty", "posix_spawn", "posix_spawnp", "startfile"}
+OS_PREFIXES = ("spawn", "exec")
 
 
 @dataclass(frozen=True)
@@ -171,24 +175,30 @@ def _concurrency(module: str, tree: ast.AST) -> list[Use]:
     def watched(name: str) -> str | None:
         return next((c for c in CONCURRENCY if name == c or name.startswith(c + ".")), None)
 
-    uses, aliases = [], set()  # aliases: local names bound to the threading module
+    def starts(target: str, name: str) -> bool:  # of os, only what starts a process counts
+        return target != "os" or name in OS_PROCESSES or name.startswith(OS_PREFIXES)
+
+    uses, aliases = [], {}  # aliases: local name -> threading or os
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for a in node.names:
                 if (target := watched(a.name)) is not None:
-                    uses.append(Use(module, target, "", node.lineno))
-                    if a.name == "threading":
-                        aliases.add(a.asname or "threading")
+                    if target in ("threading", "os"):
+                        aliases[a.asname or a.name] = target
+                    if target != "os":
+                        uses.append(Use(module, target, "", node.lineno))
         elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
-            names = [node.module + "." + a.name for a in node.names]
             if (target := watched(node.module)) is not None:
-                uses += [Use(module, target, n.rsplit(".", 1)[-1] if target == "threading"
-                             else "", node.lineno) for n in names]  # fmt: skip
+                named = target in ("threading", "os")
+                uses += [Use(module, target, a.name if named else "", node.lineno)
+                         for a in node.names if starts(target, a.name)]  # fmt: skip
             else:  # from torch import multiprocessing
-                uses += [Use(module, t, "", node.lineno) for n in names if (t := watched(n))]
+                found = [watched(f"{node.module}.{a.name}") for a in node.names]
+                uses += [Use(module, t, "", node.lineno) for t in found if t and t != "os"]
     for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and getattr(node.value, "id", None) in aliases:
-            uses.append(Use(module, "threading", node.attr, node.lineno))
+        target = aliases.get(getattr(getattr(node, "value", None), "id", None))
+        if isinstance(node, ast.Attribute) and target and starts(target, node.attr):
+            uses.append(Use(module, target, node.attr, node.lineno))
     return uses
 
 
