@@ -29,7 +29,6 @@ import torch
 
 __all__ = [
     "CODEGEN",
-    "COMPILE_KERNEL",
     "DEFAULT_STORE",
     "DETECT_FAKE_MODE",
     "DISABLE_TORCH_FUNCTION",
@@ -465,38 +464,6 @@ def copy_codegen(source: Any, target: Any) -> None:
         target.set_codegen(getattr(source, attribute))
 
 
-# -- fused reductions (engine/kernels.py) ---------------------------------------------------------
-
-
-def _find_compile_kernel() -> Callable[..., Callable[..., Any]]:
-    """``compile(fn, *examples)``: ``fn`` traced with symbolic sizes (any size runs the one
-    build) and compiled by inductor, with no dynamo frame: the user's compile caches, recompile
-    limits, counters and ``torch.compiler.set_stance`` never see it."""
-    make_fx = _resolve("torch.fx.experimental.proxy_tensor.make_fx")
-    compile_fx = _resolve("torch._inductor.compile_fx.compile_fx")
-    config = _resolve("torch._inductor.config")
-    lock = _resolve("torch._dynamo.convert_frame.compile_lock")  # one compile at a time
-
-    def compile_kernel(fn: Callable[..., Any], *examples: torch.Tensor) -> Callable[..., Any]:
-        # threads read at run time (torch.set_num_threads), not fixed at build time; built in
-        # this process (no worker pool); the lock also keeps dynamo from reading these settings
-        with lock, config.patch({"cpp.dynamic_threads": True, "compile_threads": 1}):
-            # through a lambda: fn's annotations would become unpicklable globals of the graph
-            graph = make_fx(lambda *args: fn(*args), tracing_mode="symbolic")(*examples)
-            fakes = [n.meta["val"] for n in graph.graph.nodes if n.op == "placeholder"]
-            return compile_fx(graph, fakes)
-
-    return compile_kernel
-
-
-COMPILE_KERNEL: Internal[Callable[..., Callable[..., Any]] | None] = Internal(
-    "torch._inductor.compile_fx.compile_fx / torch.fx.experimental.proxy_tensor.make_fx",
-    None,
-    "tensor_stats reads a large tensor several times instead of once (about twice as slow), and "
-    "the Recorder reduces each batch with about thirty torch calls instead of one loop",
-    _find_compile_kernel,
-)
-
 # -- the Recorder (record/recorder.py) ------------------------------------------------------------
 
 GRAPH_TASK_ID: Internal[Callable[[], int]] = Internal(
@@ -526,7 +493,6 @@ ENTRIES: tuple[Internal[Any], ...] = (
     PYTREE,
     TRACER_CLASS,
     CODEGEN,
-    COMPILE_KERNEL,
     GRAPH_TASK_ID,
     DEFAULT_STORE,
 )
