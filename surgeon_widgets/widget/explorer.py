@@ -3,9 +3,9 @@
 Traits, public API and wiring of the rooms (:mod:`.views`, :mod:`.live`, :mod:`.wire`,
 :mod:`.runtime`); traits and messages follow ``js/PROTOCOL.md``. A click's path: the comm
 message reaches the kernel (:mod:`.runtime.kernel_comms`: our subshell, or drained mid-cell)
--> ipywidgets' ``set_state`` sets the trait -> traitlets' dispatch, routed by
-:func:`.runtime.traits.hand_over` into the :class:`~.runtime.handover.Handover` inbox ->
-applied on the model's thread (at once there, else at its next forward or when the cell
+-> ``Explorer.set_state``, routed by :class:`.runtime.traits.ViewState` into the
+:class:`~.runtime.handover.Handover` inbox -> ipywidgets' ``set_state`` sets the trait on the
+model's thread (at once there, else at its next forward or when the cell
 ends) -> :meth:`Explorer._selection_changed` -> :meth:`.live.selection.SelectionHooks.sync`
 (clock, activations, gradients, attention, parameters) -> ``hooks``, written once.
 A click that needs a trace (graph nodes, a cut's report and code) hands it to
@@ -39,7 +39,7 @@ from .runtime.handover import Handover, messages_on_model_thread
 from .runtime.kernel_comms import connect, main_loop_scheduler
 from .runtime.shown import ShownLater
 from .runtime.still_output import StillOutput
-from .runtime.traits import hand_over
+from .runtime.traits import ViewState
 from .snapshot import Still, render_still, still_bundle
 from .views import tree
 from .views.attention_figure import attention_figure
@@ -158,6 +158,7 @@ class Explorer(ShownLater, FrontEnd):
         self._handover = Handover(
             self._watched, main_loop_scheduler(), hooked=not compiled, waiting=self._tracing
         )
+        self._view_state = ViewState(HANDED_OVER, self._handover, self._set_state_now)
         self._errors = ErrorList(self._publish_errors)
         self._params_all = params  # every newly selected layer joins param_layers
         self._recompile = RecompileStatus()
@@ -174,11 +175,11 @@ class Explorer(ShownLater, FrontEnd):
             notebook.user_namespace, notebook.shell,
         )  # fmt: skip
         notes = [note for note in [compile_note(self._watched)] if note]
-        hand_over(self, HANDED_OVER, self._handover)
         super().__init__(
             rows=self._tree.module_rows, gradients=gradients, max_rate=max_rate, notes=notes
         )  # opens no comm: see runtime.shown
         self.observe(self._comm_opened, "comm")  # after ipywidgets' own observer of the comm
+        self.observe(lambda change: self._view_state.superseded(change["name"]), HANDED_OVER)
         previous = ownership.claim(model, self)
         if previous is not None:
             previous._replaced_by_newer()
@@ -328,7 +329,15 @@ class Explorer(ShownLater, FrontEnd):
             self._still.changed()
 
     def set_state(self, sync_data: dict) -> None:
-        """A value from the view the trait refuses (``max_rate=-3``) is shown, not only logged."""
+        """The view's changes: those of ``HANDED_OVER`` traits apply on the model's thread
+        (:mod:`.runtime.traits`); a value the trait refuses (``max_rate=-3``) is shown, not
+        only logged."""
+        if self.read_only:  # refused at once (_writable): nothing to hand over
+            self._set_state_now(sync_data)
+        else:
+            self._view_state.set_state(sync_data)
+
+    def _set_state_now(self, sync_data: dict) -> None:
         try:
             super().set_state(sync_data)
         except t.TraitError as error:

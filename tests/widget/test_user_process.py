@@ -99,14 +99,14 @@ def test_2000_steps_with_clicks_and_a_second_model_on_another_thread(loop, monke
             other_steps[0] += 1
 
     clicks = [
-        ("show_nodes", True), ("node_out", ["3"]), ("selected", ["0", "2", "4"]),
-        ("show_nodes", False), ("node_in", ["1"]), ("selected", ["2"]), ("node_in", []),
+        ("show_nodes", True), ("node_out", {"3": "3"}), ("selected", ["0", "2", "4"]),
+        ("show_nodes", False), ("node_in", {"1": "1"}), ("selected", ["2"]), ("node_in", {}),
         ("show_nodes", True), ("selected", ["0", "4"]),
     ]  # fmt: skip
 
-    def click() -> None:  # the browser, through the kernel's subshell
+    def click() -> None:  # the browser, through the kernel's subshell (ipywidgets' set_state)
         for name, value in clicks * 3:
-            setattr(ex, name, value)
+            ex.set_state({name: value})
             time.sleep(0.02)
 
     threads = [Thread(train_other, "user model"), Thread(click, "subshell")]
