@@ -12,6 +12,7 @@ import functools
 import io
 import logging
 import re
+import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -123,9 +124,17 @@ def _naming_tracer(base: type[fx.Tracer]) -> type[fx.Tracer]:
             self._owner = ""
             self._namer = Namer()
             self._calls = Namer()
+            self._thread = threading.get_ident()  # the thread that traces (see below)
             self.module_outputs: dict[str, fx.Node] = {}
 
+        # While it traces, fx patches ``nn.Module.__call__`` and ``__getattr__`` for the whole
+        # process: another thread's module calls and parameter reads reach this tracer too
+        # (its models are not installed in this root: "NameError: module is not installed as
+        # a submodule"; the traced model's own parameters would come back as proxies). They
+        # are not ours to trace: they run as if no trace were under way.
         def call_module(self, m: nn.Module, forward: Any, args: Any, kwargs: Any) -> Any:
+            if threading.get_ident() != self._thread:
+                return forward(*args, **kwargs)
             path = self.path_of_module(m)
             outer, self._owner = self._owner, path
             before = len(self.graph.nodes)
@@ -139,6 +148,11 @@ def _naming_tracer(base: type[fx.Tracer]) -> type[fx.Tracer]:
             elif len(self.graph.nodes) > before:
                 self.module_outputs[call_name] = list(self.graph.nodes)[-1]
             return out
+
+        def getattr(self, attr: str, attr_val: Any, parameter_proxy_cache: dict) -> Any:
+            if threading.get_ident() != self._thread:
+                return attr_val
+            return super().getattr(attr, attr_val, parameter_proxy_cache)
 
         def create_proxy(self, kind: str, target: Any, *args: Any, **kwargs: Any) -> Any:
             proxy = super().create_proxy(kind, target, *args, **kwargs)
