@@ -133,7 +133,8 @@ class Recorder:
     :meth:`step`, and its gradient by ``retain_grad()`` (after backward such an output tensor
     has ``.grad``, as if you had called it; the gradient is its total over the step's backward
     passes, one call), all reduced there at once, once the layer's first recorded forward shows
-    that nothing edits its output in place after the hook. Larger outputs, and those edited in
+    that nothing edits its output in place after the hook; at most :data:`HOLD_CALLS` calls of a
+    layer per step (later ones are reduced at the hook). Larger outputs, and those edited in
     place (a convolution before ``ReLU(inplace=True)``), are reduced at the hook and their
     gradients by a tensor hook as backward computes them (each backward pass one call). A layer
     that starts editing its output in place later leaves that one call out, with a warning.
@@ -240,6 +241,7 @@ class Recorder:
         # train / eval forward, or None for the output's gradient)
         self._held: list[tuple[int, torch.Tensor, int, bool | None]] = []
         self._probed: list[tuple[int, torch.Tensor, int]] = []  # outputs of layers not yet known
+        self._holding = [0] * len(self.keys)  # per output key: its calls held this step
         # per output key: are its layer's outputs left as their hook saw them (None: not known)
         self._in_place_free: list[bool | None] = [None] * len(self.keys)
         self._reset_host()
@@ -314,8 +316,7 @@ class Recorder:
                     self._unwritten.flush_due()
         finally:
             self._grad_hooks.remove()  # hooks of outputs whose backward never came
-            self._held.clear()
-            self._probed.clear()
+            self._unhold()
             if self._writer is not None:
                 self._writer.beat(self._step)
             self._step += 1
@@ -339,8 +340,7 @@ class Recorder:
         self._closed = True
         self._hooks.remove()
         self._grad_hooks.remove()
-        self._held.clear()
-        self._probed.clear()
+        self._unhold()
         text = error if isinstance(error, str) or error is None else (
             f"{type(error).__name__}: {error}")  # fmt: skip
         if text is not None and not isinstance(error, RankMismatchError):
@@ -488,7 +488,10 @@ class Recorder:
         gradient by the tensor hook as backward computes it (also for an output recomputed in
         backward: reentrant checkpointing's inner backward)."""
         safe = self._in_place_free[index]
-        held = safe is not False and not in_backward and output.numel() <= RETAIN_LIMIT
+        held = (safe is not False and not in_backward and output.numel() <= RETAIN_LIMIT
+                and self._holding[index] < HOLD_CALLS)  # fmt: skip
+        if held:
+            self._holding[index] += 1
         if not in_backward:
             if held and safe:
                 self._held.append((index, output, output._version, train))
@@ -526,12 +529,17 @@ class Recorder:
             if self._count(index, value, train is not False):
                 values.append(value)
                 keys.append(index)
-        self._held.clear()
-        self._probed.clear()
+        self._unhold()
         table = self._buckets.table
         left = range(len(values)) if table is None else many(values, keys, table)
         for i in left:
             self._add_values(keys[i], values[i], values[i].numel())
+
+    def _unhold(self) -> None:
+        """Let go of this step's held and probed outputs."""
+        self._held.clear()
+        self._probed.clear()
+        self._holding = [0] * len(self.keys)
 
     def _changed_in_place(self, index: int) -> None:
         """A held output (or the output whose gradient was retained) of key ``index`` was
@@ -720,6 +728,11 @@ the hook and as backward computes them, so none is held. An output edited in pla
 hook (a convolution before ``ReLU(inplace=True)``) would be read with its new values and the
 new values' gradient: a layer's first recorded outputs are read at the hook and checked
 (their version) in ``step()``, and a layer whose outputs change stays at the hook."""
+
+HOLD_CALLS = 4
+"""Calls of one layer held per step (each at most :data:`RETAIN_LIMIT` values): later calls of
+the step are reduced at the hook, so that many forwards before one ``step()`` (an eval loop at a
+recording step, accumulated micro-batches) keep at most this many outputs per layer alive."""
 
 CLOSE_WAIT = 10.0
 """Seconds ``close(error)`` waits for the last recorded step's merge (a peer may be gone)."""
