@@ -4,7 +4,8 @@ Hooks only add into two device buckets (they never communicate or sync the host)
 collective happens in :meth:`Recorder.step`: two fixed-shape all_reduces (see
 :mod:`.collect`) on the Recorder's own process group (:mod:`.peers`), so they never pair with
 the training's. Which steps record is a pure function of the step counter
-(``step % every == 0``). :meth:`Recorder.close` does no collective. The writer rank's run
+(``step % every == 0``). :meth:`Recorder.close` does no collective (the ranks compare their
+step counts in the job's store, a bounded wait). The writer rank's run
 folder says ``running`` (heartbeat), then ``finished``, ``failed`` (an error, also another
 rank's) or ``stopped`` (SIGTERM / SIGINT, :mod:`.signals`); ``resume=True`` appends to a run.
 
@@ -161,8 +162,9 @@ class Recorder:
         UnknownNameError: a layer name the model does not have (closest names listed).
         FileExistsError: ``path`` holds a run (and ``resume`` is not set) or other files.
         RankMismatchError: (at construction, or with 2+ ranks in the ``step()`` after the
-            recorded step, or in ``close()`` for the last one) ranks disagree on the layer list
-            or on the step number; raised on every rank, the folder then says ``failed``.
+            recorded step, or in ``close()``: the last one, or counts of ``step()`` calls
+            that differ) ranks disagree on the layer list or on the step number; raised on
+            every rank, the folder then says ``failed``.
     """
 
     def __init__(
@@ -217,6 +219,7 @@ class Recorder:
             )
         if timeout is not None and not timeout > 0:
             raise ValueError(f"timeout must be a number of seconds > 0, got {timeout!r}")
+        self._timeout = timeout
         self._group = recorder_group(group, None if timeout is None else timedelta(seconds=timeout))
         self._board = Board(self._group) if self._group is not None else None
         self._hash = layer_hash([k.key for k in self.keys], every)
@@ -331,7 +334,10 @@ class Recorder:
 
         The last recorded step's merge, issued in its ``step()`` on every rank, is waited for
         (with ``error``, at most :data:`CLOSE_WAIT` seconds) and written; its
-        :class:`RankMismatchError`, if the ranks disagreed, is raised here. A run stopped by a
+        :class:`RankMismatchError`, if the ranks disagreed, is raised here. With 2+ ranks each
+        rank then posts its number of ``step()`` calls to the job's store and waits (at most
+        :data:`CLOSE_AGREE` seconds) for the others': counts that differ are a
+        :class:`RankMismatchError` on every rank, and the folder says ``failed``. A run stopped by a
         signal stays ``stopped``. With ``error``, an error another rank reported (its
         :class:`RankMismatchError`) is what the folder says.
         """
@@ -352,6 +358,13 @@ class Recorder:
             mismatch, text = failed, text or f"RankMismatchError: {failed}"
         if self._board is not None:
             self._board.post(self._step - 1)  # where this rank ended, for a rank still waiting
+            # an extra or missing rec.step() on any rank fails every rank (store reads, bounded)
+            wait = CLOSE_AGREE if self._timeout is None else self._timeout + CLOSE_WAIT
+            failure = self._board.agree_at_close(self._step_calls, self._step - 1,
+                                                 text is not None, wait)  # fmt: skip
+            if failure is not None and text is None:
+                mismatch = RankMismatchError(failure)
+                text = f"RankMismatchError: {failure}"
         if self._writer is not None:
             self._undo_signals()
             try:
@@ -733,6 +746,10 @@ HOLD_CALLS = 4
 """Calls of one layer held per step (each at most :data:`RETAIN_LIMIT` values): later calls of
 the step are reduced at the hook, so that many forwards before one ``step()`` (an eval loop at a
 recording step, accumulated micro-batches) keep at most this many outputs per layer alive."""
+
+CLOSE_AGREE = 120.0
+"""Seconds ``close()`` waits for the other ranks' step counts (the Recorder's ``timeout`` plus
+:data:`CLOSE_WAIT` where given): a rank may still be training its last steps."""
 
 CLOSE_WAIT = 10.0
 """Seconds ``close(error)`` waits for the last recorded step's merge (a peer may be gone)."""
