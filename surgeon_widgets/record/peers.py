@@ -175,19 +175,23 @@ class Board:
                 "the next rec.step().")  # fmt: skip
 
     def agree_at_close(self, steps: int, last: int, failed: bool, wait: float) -> str | None:
-        """Post how many steps this rank took (``failed``: it closes with an error) and wait, at
-        most ``wait`` seconds, for every rank's: the error to raise when the counts differ or a
-        rank reported one; ``None`` when they agree, when a rank failed otherwise (its own error
-        says why), or, with a warning, when a rank did not close in time. A rank already past
-        this rank's ``last`` step fails at once (it may wait in a merge this rank never joins).
-        Store reads only: a crashed rank costs the wait, never a hang."""
+        """Post how many steps this rank took (``failed``: it closes with an error and does not
+        wait) and wait, at most ``wait`` seconds, for every rank's: the error to raise when the
+        counts differ or a rank reported one; ``None`` when they agree, when a rank failed
+        otherwise (its own error says why), or, with a warning, when a rank did not close in
+        time. A rank already past this rank's ``last`` step fails at once (it may wait in a
+        merge this rank never joins). Store reads only: a crashed rank costs the wait, never a
+        hang."""
         self._call("set", f"closed/{self.rank}", f"{steps} {int(failed)}")
-        closed = self._wait_for("closed", wait, None if failed else last)
+        if failed:  # failing already (and a peer may be gone with it): nothing to wait for
+            self._call("set", f"read/{self.rank}", "1")
+            return self.failure()
+        closed = self._wait_for("closed", wait, last)
         failure = self.failure()
         if failure is not None or closed is None:
             return failure
         self._call("set", f"read/{self.rank}", "1")
-        if self.rank == 0:  # the store's host stays until every rank has read (bounded)
+        if self.ranks[self.rank] == 0:  # the store's host stays until every rank has read
             self._wait_for("read", min(wait, 10.0))
         counts = {r: int(v.split()[0]) for r, v in closed.items()}
         if any(v.split()[1] == "1" for v in closed.values()) or len(set(counts.values())) == 1:
@@ -221,6 +225,8 @@ class Board:
                 return None
             if time.monotonic() > deadline:
                 missing = [r for r, v in notes.items() if v is None]
+                if name != "closed":
+                    return None
                 warnings.warn(f"Recorder.close(): rank(s) {missing} did not close within {wait:.0f}"
                               " s; the ranks' step counts were not compared", RuntimeWarning,
                               stacklevel=4)  # fmt: skip
