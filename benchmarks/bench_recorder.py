@@ -16,6 +16,11 @@ Fixed cost (issue 17 item 4): 12 tiny Linear layers (8 -> 8, batch 4), outputs a
 every=1: (recorded step - plain step) / keys, target <= 30 us per key per recorded step. Two
 copies of the model, one recorded, blocks interleaved.
 
+C loop off (issue 31 item 3: its own gain): the "no C" arms (every 1 / 10, and a third copy in
+the fixed cost) run with only ``record/accumulate_native``'s C loop turned off, interleaved with
+the others; bars for that path: 2 ranks every=10 <= 1.05x, every=1 <= 1.6x. With
+``SW_BENCH_NO_KERNELS=1`` the fused accumulate kernels are not built either (the torch path).
+
     python benchmarks/bench_recorder.py            # full
     python benchmarks/bench_recorder.py --quick    # CI smoke run
 """
@@ -158,11 +163,11 @@ def fixed_cost(rounds: int, block: int) -> None:
 def _attach(rec: Recorder, model: nn.Module) -> None:
     import weakref
 
-    from surgeon_widgets.record.recorder import _forward_hook
+    from surgeon_widgets.record.intake import forward_hook
 
     index = {k.key: k.index for k in rec.keys}
     for name in rec.layers:
-        hook = _forward_hook(
+        hook = forward_hook(
             weakref.ref(rec), index[f"{name}/output"], index.get(f"{name}/grad_output")
         )
         rec._hooks.forward(rec.model.get_submodule(name), hook, name=name)

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from surgeon_widgets import Recorder, read_run
-from surgeon_widgets.record.recorder import HOLD_CALLS
+from surgeon_widgets.record.intake import HOLD_CALLS
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -50,7 +50,7 @@ def test_held_values_equal_the_hooks_values_and_in_place_edits_stay_at_the_hook(
         for _ in range(4):
             model(torch.randn(5, 6)).pow(2).sum().backward()
             rec.step()
-        read_in_step = {k.layer: rec._in_place_free[k.index] for k in rec.keys
+        read_in_step = {k.layer: rec._intake.in_place_free[k.index] for k in rec.keys
                         if k.kind == "activation"}  # fmt: skip
     for handle in handles:
         handle.remove()
@@ -123,8 +123,8 @@ def test_an_eval_loop_of_200_forwards_at_a_recording_step_holds_a_bounded_number
             for _ in range(200):
                 model(x)
         held, grown = live_tensor_bytes() - before, resident_bytes() - rss
-        assert all(rec._in_place_free[k.index] for k in rec.keys if k.kind == "activation")
-        assert len(rec._held) == HOLD_CALLS * 12
+        assert all(rec._intake.in_place_free[k.index] for k in rec.keys if k.kind == "activation")
+        assert len(rec._intake.held) == HOLD_CALLS * 12
         rec.step()
     assert held < 50e6 and grown < 50e6, (held, grown)
     assert held >= HOLD_CALLS * 12 * 1024 * 16 * 4  # what is held is what the count says
