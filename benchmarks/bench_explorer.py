@@ -29,7 +29,6 @@ import torchvision
 import transformers
 from torch import nn
 
-from surgeon_widgets.engine.stats import FUSED
 from surgeon_widgets.widget import Explorer
 
 Step = Callable[[], None]
@@ -140,9 +139,6 @@ def main() -> None:
     args = parser.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(args.threads)
-    # built before timing: the fused stats kernel builds in the background at the 16th large
-    # tensor, and its build (seconds, mostly holding the GIL) would land in one arm
-    FUSED.wait(torch.float32)
     rounds = args.rounds or (4 if args.quick else 8)
     block = 3 if args.quick else 5
     batch = 8 if args.quick else 16

@@ -46,7 +46,6 @@ import torch
 import torchvision
 from torch import nn
 
-from surgeon_widgets.engine.stats import FUSED
 from surgeon_widgets.widget import Explorer
 from surgeon_widgets.widget.runtime.eager_steps import dynamo_counts
 
@@ -405,9 +404,6 @@ def main() -> None:
     args = parser.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(args.threads)
-    # built before timing: the fused stats kernel builds in the background at the 16th large
-    # tensor, and its build (seconds, mostly holding the GIL) would land in one arm
-    FUSED.wait(torch.float32)
     warnings.filterwarnings("ignore", module="torch._inductor")
     seconds = args.seconds or (15.0 if args.quick else 120.0)
     print(f"# one thread, batch 8 at 64x64; clocks: wall = perf_counter, CPU = process_time; "

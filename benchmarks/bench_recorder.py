@@ -18,8 +18,7 @@ copies of the model, one recorded, blocks interleaved.
 
 C loop off (issue 31 item 3: its own gain): the "no C" arms (every 1 / 10, and a third copy in
 the fixed cost) run with only ``record/accumulate_native``'s C loop turned off, interleaved with
-the others; bars for that path: 2 ranks every=10 <= 1.05x, every=1 <= 1.6x. With
-``SW_BENCH_NO_KERNELS=1`` the fused accumulate kernels are not built either (the torch path).
+the others; bars for that path: 2 ranks every=10 <= 1.05x, every=1 <= 1.6x.
 
     python benchmarks/bench_recorder.py            # full
     python benchmarks/bench_recorder.py --quick    # CI smoke run
@@ -39,7 +38,6 @@ import torchvision
 from torch import nn
 
 from surgeon_widgets import Recorder
-from surgeon_widgets.record.accumulate import ONE_ROW, ROWS
 from surgeon_widgets.record.accumulate_native import LIBRARY
 from surgeon_widgets.record.layout import RECORD
 
@@ -173,17 +171,6 @@ def _attach(rec: Recorder, model: nn.Module) -> None:
         rec._hooks.forward(rec.model.get_submodule(name), hook, name=name)
 
 
-def built() -> None:
-    """The fused kernels build in the background from their 32nd call on: built first, so the
-    eager path they replace meanwhile (and the build itself) is not what is timed."""
-    start = time.perf_counter()
-    if os.environ.get("SW_BENCH_NO_KERNELS"):  # the torch path alone (issue 31 item 2)
-        ROWS._built[torch.float64] = ONE_ROW._built[torch.float64] = None
-    ok = ROWS.wait(torch.float64) and ONE_ROW.wait(torch.float64)
-    print(f"# fused accumulate kernels {'built' if ok else 'NOT built (eager)'} in "
-          f"{time.perf_counter() - start:.1f} s")  # fmt: skip
-
-
 def _ranks_worker(rank: int, world: int, port: int, rounds: int, block: int) -> None:
     from datetime import timedelta
 
@@ -193,7 +180,6 @@ def _ranks_worker(rank: int, world: int, port: int, rounds: int, block: int) -> 
     os.environ["OMP_NUM_THREADS"] = "1"
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    built()  # each rank builds (or loads from inductor's cache) its own
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                             world_size=world, timeout=timedelta(seconds=120))  # fmt: skip
     try:
@@ -230,7 +216,6 @@ def main() -> None:
     torch.set_num_threads(1)
     torch.manual_seed(0)
     rounds, block = (3, 10) if args.quick else (15, 20)
-    built()
     fixed_cost(*((5, 20) if args.quick else (30, 40)))
     measure("resnet18-64px", resnet, rounds, block)
     measure("transformer-2x64", transformer, rounds, block)

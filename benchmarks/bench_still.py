@@ -23,7 +23,6 @@ import torch
 import torchvision
 from torch import nn
 
-from surgeon_widgets.engine.stats import FUSED
 from surgeon_widgets.widget import Explorer
 from surgeon_widgets.widget.runtime import still_output
 from surgeon_widgets.widget.runtime.still_output import COST_SHARE, REFRESH_SECONDS
@@ -37,9 +36,6 @@ def main() -> None:
     rounds, block = (3, 10) if args.quick else (12, 25)
     torch.manual_seed(0)
     torch.set_num_threads(1)  # a shared machine: one core per arm, steadier medians
-    # built before timing: the fused stats kernel builds in the background at the 16th large
-    # tensor, and its build (seconds, mostly holding the GIL) would land in one arm
-    FUSED.wait(torch.float32)
     model = torchvision.models.resnet18(num_classes=10)
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     x, y = torch.randn(16, 3, 64, 64), torch.randint(0, 10, (16,))

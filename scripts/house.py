@@ -6,7 +6,20 @@ Every ``import`` of every module of ``ROOT/surgeon_widgets`` is read with :mod:`
 level and inside functions, relative imports resolved. A module's room is the longest entry of
 :data:`ROOMS` its name lies in, so a flat layout maps by folder. Exits 1 on a module-level
 import cycle, an upward arrow (a room importing a room later in :data:`ROOMS`), a private name
-imported across rooms, or a Jupyter import in the engine or the recorder.
+imported across rooms, a Jupyter import in the engine or the recorder, or a thread, process
+or C library of ours outside the list below.
+
+Threads, processes and C libraries: the package lives inside the user's training process, so
+every thread of ours is one ARCHITECTURE.md names (Boundaries: Threads), each a daemon or joined
+with a bound at exit, and nothing of ours starts a compiler or loads a C library at run time.
+A module may import ``threading``, ``_thread``, ``concurrent``, ``subprocess``,
+``multiprocessing`` (also torch's) or ``ctypes``, or call ``os.system``, ``os.fork`` and the
+like (:data:`OS_PROCESSES`), only if it is a key of :data:`THREADS` (which mirrors that list
+and says why each must exist). Many modules need ``threading`` only to
+guard their state or to ask which thread runs: those are listed in :data:`LOCKS_ONLY`, and may
+take from ``threading`` only the names in :data:`LOCK_NAMES` (read with :mod:`ast`:
+``threading.X`` attributes and ``from threading import X``), so a ``threading.Thread`` there
+fails as it does anywhere else outside :data:`THREADS`.
 """
 
 from __future__ import annotations
@@ -40,6 +53,42 @@ JUPYTER = {"ipywidgets", "anywidget", "IPython", "ipykernel", "traitlets", "matp
 HEADLESS = ("engine", "record")  # every room but widget/ and the top: runs without Jupyter
 BIG = 400  # lines: a file over this is a question (STYLE.md, point 3)
 
+# Modules that may start a thread or a process of ours (or, as kernel_comms, have ipykernel
+# start one for us): ARCHITECTURE.md's "Boundaries: Threads" says the same, at more length.
+THREADS = {
+    "record.runfolder": "the run heartbeat: status.json stays fresh while the training thread "
+    "is busy (daemon, joined for 5 s by close())",
+    "widget.runtime.still_output": "the still render: matplotlib off the model's thread "
+    "(daemon, joined for 5 s at exit and by close())",
+    "widget.run_view": "the run view's follower: reads a run folder as it grows (daemon, "
+    "stopped by close())",
+    "widget.runtime.kernel_comms": "the kernel subshell: ipykernel's own thread, made once per "
+    "kernel, where clicks arrive while a cell runs",
+    "cli": "surgeon-widgets demo: JupyterLab as a child process and a daemon waiting for it; "
+    "a command of its own, never inside a training process",
+    "demo.record_job": "the demo training job: its DDP ranks as processes; a command of its "
+    "own, never inside a user's process",
+}
+# TODO(issue 31): the coordinator deletes this list when the branches removing these modules'
+# timer thread (time_limit), compiler (native) and C loop (accumulate_native) merge.
+BEING_REMOVED = {"engine.time_limit", "engine.native", "record.accumulate_native"}
+# Modules that take from ``threading`` only what guards state or tells threads apart.
+LOCKS_ONLY = {
+    "engine.registry", "engine.stats", "engine.torch_internals",
+    "record.exchange", "record.pending", "record.signals",
+    "widget.history", "widget.explorer", "widget.views.errors", "widget.live.attention",
+    "widget.runtime.handover", "widget.runtime.hook_guards", "widget.runtime.ownership",
+    "widget.runtime.traits",
+}  # fmt: skip
+LOCK_NAMES = {
+    "Lock", "RLock", "Event", "Condition", "local", "current_thread", "main_thread", "get_ident",
+}  # fmt: skip
+CONCURRENCY = {"threading", "_thread", "concurrent", "subprocess", "multiprocessing", "ctypes",
+               "torch.multiprocessing", "os"}  # fmt: skip
+# os's own ways to start a process (any other use of os is fine)
+OS_PROCESSES = {"system", "popen", "fork", "forkpty", "posix_spawn", "posix_spawnp", "startfile"}
+OS_PREFIXES = ("spawn", "exec")
+
 
 @dataclass(frozen=True)
 class Import:
@@ -52,9 +101,18 @@ class Import:
 
 
 @dataclass(frozen=True)
+class Use:
+    module: str  # e.g. "surgeon_widgets.record.runfolder"
+    target: str  # one of CONCURRENCY
+    name: str  # what of it is used ("" : the import itself; "Thread": threading.Thread)
+    line: int
+
+
+@dataclass(frozen=True)
 class House:
     sizes: dict[str, int]  # module -> lines
     imports: list[Import]
+    concurrency: list[Use] = ()  # imports and uses of CONCURRENCY modules
 
 
 def room_of(module: str) -> str:
@@ -107,7 +165,41 @@ def read_house(root: Path | str) -> House:
                 imports.append(
                     Import(module, target, names, target in files, module_level, node.lineno)
                 )
-    return House({m: len(p.read_text().splitlines()) for m, p in files.items()}, imports)
+    uses = [u for m, p in files.items() for u in _concurrency(m, ast.parse(p.read_text()))]
+    return House({m: len(p.read_text().splitlines()) for m, p in files.items()}, imports, uses)
+
+
+def _concurrency(module: str, tree: ast.AST) -> list[Use]:
+    """Each import of a :data:`CONCURRENCY` module in ``tree``, and each name used from
+    ``threading`` (``threading.X``, ``from threading import X``)."""
+    def watched(name: str) -> str | None:
+        return next((c for c in CONCURRENCY if name == c or name.startswith(c + ".")), None)
+
+    def starts(target: str, name: str) -> bool:  # of os, only what starts a process counts
+        return target != "os" or name in OS_PROCESSES or name.startswith(OS_PREFIXES)
+
+    uses, aliases = [], {}  # aliases: local name -> threading or os
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if (target := watched(a.name)) is not None:
+                    if target in ("threading", "os"):
+                        aliases[a.asname or a.name] = target
+                    if target != "os":
+                        uses.append(Use(module, target, "", node.lineno))
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            if (target := watched(node.module)) is not None:
+                named = target in ("threading", "os")
+                uses += [Use(module, target, a.name if named else "", node.lineno)
+                         for a in node.names if starts(target, a.name)]  # fmt: skip
+            else:  # from torch import multiprocessing
+                found = [watched(f"{node.module}.{a.name}") for a in node.names]
+                uses += [Use(module, t, "", node.lineno) for t in found if t and t != "os"]
+    for node in ast.walk(tree):
+        target = aliases.get(getattr(getattr(node, "value", None), "id", None))
+        if isinstance(node, ast.Attribute) and target and starts(target, node.attr):
+            uses.append(Use(module, target, node.attr, node.lineno))
+    return uses
 
 
 def arrows(house: House) -> Counter:
@@ -160,8 +252,24 @@ def jupyter(house: House) -> list[Import]:
     ]
 
 
+def threads(house: House) -> list[Use]:
+    """Threads, processes or C libraries outside :data:`THREADS`: an import of a
+    :data:`CONCURRENCY` module, except ``threading`` in a :data:`LOCKS_ONLY` module that uses
+    only :data:`LOCK_NAMES` of it."""
+    found = []
+    for use in house.concurrency:
+        inner = use.module.removeprefix(PACKAGE).lstrip(".")
+        if inner in THREADS or inner in BEING_REMOVED:
+            continue
+        if use.target == "threading" and inner in LOCKS_ONLY and use.name in LOCK_NAMES | {""}:
+            continue
+        found.append(use)
+    return found
+
+
 def report(house: House) -> int:
-    """Print the house; return the number of problems (cycles, upward, private, Jupyter)."""
+    """Print the house; return the number of problems (cycles, upward, private, Jupyter,
+    threads)."""
     print(f"rooms (lowest first): {', '.join(r or '(top)' for r in ROOMS)}")
     for room in ROOMS:
         prefix = f"{PACKAGE}.{room}".rstrip(".")
@@ -182,6 +290,10 @@ def report(house: House) -> int:
         ],
         "Jupyter imports in engine/ or record/": [
             f"{i.source}:{i.line} {i.target}" for i in jupyter(house)
+        ],
+        "threads, processes or ctypes outside house.THREADS": [
+            f"{u.module}:{u.line} {u.target}{'.' + u.name if u.name else ''}"
+            for u in threads(house)
         ],
     }
     for title, rows in problems.items():

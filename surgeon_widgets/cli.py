@@ -115,7 +115,7 @@ def run_server(command: list[str], env: dict[str, str], grace: float = STOP_GRAC
             child.wait()
             events.put("exited")
 
-        threading.Thread(target=post_exit, daemon=True).start()
+        threading.Thread(target=post_exit, daemon=True, name="surgeon-widgets demo waiter").start()
         stopping, deadline = False, None  # deadline: the end of the grace period, while it runs
         while True:
             timeout = None if deadline is None else max(0.0, deadline - time.monotonic())

@@ -88,3 +88,57 @@ def test_the_checks_find_what_they_look_for(tmp_path):
     ]
     assert house.arrows(toy)[("widget", "engine")] == 1
     assert house.report(toy) == 4
+
+
+def test_no_thread_process_or_c_library_outside_the_list(repo):
+    found = house.threads(repo)
+    assert [f"{u.module}:{u.line} {u.target} {u.name}" for u in found] == []
+
+
+def test_architecture_md_names_every_thread_of_ours():
+    text = (ROOT / "ARCHITECTURE.md").read_text()
+    threads = text[text.index("- **Threads.**") : text.index("- **Tracing.**")]
+    listed = {f"{m.replace('.', '/')}.py" for m in house.THREADS}
+    assert sorted(f for f in listed if not _named(threads, f.removeprefix("widget/"))
+                  and not _named(threads, f)) == []  # fmt: skip
+
+
+def test_the_thread_check_finds_threads_processes_and_c_outside_the_list(tmp_path):
+    files = {
+        "__init__.py": "",
+        "engine/__init__.py": "",
+        # a lock is fine in a locks-only module; a thread there is not
+        "engine/registry.py": "import threading\nLOCK = threading.Lock()\n",
+        "engine/stats.py": "import threading as th\nth.Thread(target=print).start()\n",
+        "engine/torch_internals.py": "from threading import Timer, local\n",
+        # any of them in a module on neither list
+        "engine/naming.py": "import threading\nLOCK = threading.Lock()\n",
+        "engine/tracing.py": "def later():\n    import subprocess\n",
+        "engine/wrappers.py": "from concurrent.futures import ThreadPoolExecutor\n",
+        "record/__init__.py": "import torch.multiprocessing as mp\nimport ctypes\n",
+        "record/reader.py": "import os\nos.getpid()\nos.system('cc x.c')\n",
+        "record/keyfile.py": "from os import path, execv\n",
+        # the listed threads may
+        "record/runfolder.py": "import threading\nthreading.Thread(target=print).start()\n",
+        "cli.py": "import subprocess\n",
+    }
+    for name, text in files.items():
+        path = tmp_path / house.PACKAGE / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    toy = house.read_house(tmp_path)
+    found = {(u.module.removeprefix("surgeon_widgets."), u.target, u.name)
+             for u in house.threads(toy)}  # fmt: skip
+    assert found == {
+        ("engine.stats", "threading", "Thread"),
+        ("engine.torch_internals", "threading", "Timer"),
+        ("engine.naming", "threading", ""),
+        ("engine.naming", "threading", "Lock"),
+        ("engine.tracing", "subprocess", ""),
+        ("engine.wrappers", "concurrent", ""),
+        ("record", "torch.multiprocessing", ""),
+        ("record", "ctypes", ""),
+        ("record.reader", "os", "system"),
+        ("record.keyfile", "os", "execv"),
+    }
+    assert house.report(toy) == len(house.threads(toy)) == 10

@@ -4,6 +4,10 @@ A torch release may rename any of these. Each :class:`Internal` is looked up the
 feature needs it, never at import, so ``import surgeon_widgets`` works whatever torch lacks.
 Where one is missing, its fallback takes its place and one :class:`TorchInternalWarning` says
 which feature degrades and how (each entry's ``degraded``); everything else works as before.
+An entry whose meaning could drift while its name stays (a flag torch now sets elsewhere) also
+has a ``probe``: run once, right after the lookup, on a toy case whose answer is known; a
+probe that fails (or raises) takes the fallback the same way, with its one warning (a probe
+that cannot tell here, ``None``, leaves the entry to be probed again at its next use).
 
 >>> GRAPH_TASK_ID.get()()  # outside a backward pass
 -1
@@ -25,7 +29,6 @@ import torch
 
 __all__ = [
     "CODEGEN",
-    "COMPILE_KERNEL",
     "DEFAULT_STORE",
     "DETECT_FAKE_MODE",
     "DISABLE_TORCH_FUNCTION",
@@ -76,15 +79,23 @@ class Internal(Generic[T]):
     """A private torch API (``name``), or ``fallback`` where this torch lacks it.
 
     ``find`` looks it up (default: the dotted ``name``); it runs at the first :meth:`get`,
-    and again after ``find`` is replaced (a test that makes the lookup fail).
+    and again after ``find`` is replaced (a test that makes the lookup fail). ``probe(found)``
+    (optional) says whether what was found still means what we read it for (``None``: it
+    cannot tell here; the next :meth:`get` probes again).
     """
 
     def __init__(
-        self, name: str, fallback: T, degraded: str, find: Callable[[], T] | None = None
+        self,
+        name: str,
+        fallback: T,
+        degraded: str,
+        find: Callable[[], T] | None = None,
+        probe: Callable[[T], bool] | None = None,
     ) -> None:
         self.name = name
         self.fallback = fallback
         self.degraded = degraded
+        self.probe = probe
         self._find: Callable[[], T] = find or (lambda: _resolve(name))
         self._found: T = _UNSET
         self._available = False
@@ -117,14 +128,32 @@ class Internal(Generic[T]):
                 found, self._available = self._find(), True
             except (ImportError, AttributeError) as error:
                 found, self._available = self.fallback, False
+                why = f"is missing from torch {torch.__version__} ({error})"
+            else:
+                why = self._check(found)
+                if why is None:  # the probe cannot tell here: use it, probe at the next use
+                    return found
+                if why:
+                    found, self._available = self.fallback, False
+            if not self._available:
                 warnings.warn(
-                    f"{self.name} is missing from torch {torch.__version__} ({error}): "
-                    f"{self.degraded}",
-                    TorchInternalWarning,
-                    stacklevel=3,
+                    f"{self.name} {why}: {self.degraded}", TorchInternalWarning, stacklevel=3
                 )
             self._found = found
         return found
+
+    def _check(self, found: T) -> str | None:
+        """Why ``found`` fails its probe ("": it passes, or there is none; None: undecided)."""
+        if self.probe is None:
+            return ""
+        try:
+            passed = self.probe(found)
+            if passed is None or passed:
+                return None if passed is None else ""
+            error = "a known case answered wrong"
+        except Exception as raised:  # a changed signature, a new requirement: a drift too
+            error = f"{type(raised).__name__}: {raised}"
+        return f"does not mean what it did in torch {torch.__version__} (probe: {error})"
 
 
 # -- the guard (engine/guard.py): which forwards live hooks stay out of ----------------------
@@ -139,6 +168,34 @@ def _thread_flag(path: str, name: str, default: Any) -> Callable[[], Any]:
     return lambda: tls.__dict__.get(name, default)
 
 
+class _Stop(Exception):
+    """Ends the fx-tracing probe's trace before it runs anything."""
+
+
+def _probe_fx_tracing(flag: Callable[[], bool]) -> bool | None:
+    """Outside a trace the flag reads false; inside fx's ``Tracer.trace`` true; after, false.
+    (``None`` inside the user's own fx trace, where "outside" cannot be seen.)
+
+    The trace is stopped where it asks for the root's arguments (``create_args_for_root``,
+    public): after torch sets the flag, before it patches ``nn.Module.__call__`` for the whole
+    process (which would reroute other threads' module calls) or traces anything.
+    """
+    inside: list[bool] = []
+
+    class Probe(torch.fx.Tracer):
+        def create_args_for_root(self, *args: Any, **kwargs: Any) -> Any:
+            inside.append(flag())
+            raise _Stop
+
+    if flag() and not isinstance(flag(), bool):
+        return False
+    if flag():  # our hook runs inside the user's own fx trace (or the flag is stuck true)
+        return None
+    with contextlib.suppress(_Stop):
+        Probe().trace(lambda x: x)
+    return inside == [True] and flag() is False
+
+
 FX_TRACING: Internal[Callable[[], bool]] = Internal(
     # the flag itself (_get_is_fx_tracing's): is_fx_symbolic_tracing() also asks is_compiling(),
     # which the guard asks
@@ -147,12 +204,48 @@ FX_TRACING: Internal[Callable[[], bool]] = Internal(
     "live hooks cannot tell that torch.fx is tracing; they still return at once when their "
     "inputs are fx Proxies",
     lambda: _thread_flag("torch.fx._symbolic_trace._is_fx_tracing_tls", "flag", False),
+    _probe_fx_tracing,
 )
+
+
+def _modes_active() -> bool:
+    """Is a torch function or dispatch mode active here? (A probe that runs ops then waits:
+    the user's mode, a FlopCounterMode say, would see them.)"""
+    try:
+        return bool(torch._C._len_torch_dispatch_stack() or torch._C._len_torch_function_stack())
+    except AttributeError:  # cannot tell: as if one were
+        return True
+
+
+def _probe_functorch(active: Callable[[], bool]) -> bool | None:
+    """False here; true inside ``torch.func.vmap`` (of a one-line function, no model)."""
+    if active() or _modes_active():  # inside the user's transform or mode: decide later
+        return None
+    inside = torch.func.vmap(lambda x: x * active())(torch.ones(1, device="cpu"))
+    return not active() and inside.tolist() == [1.0]
+
+
+def _probe_may_have_fake_mode(may_have: Callable[[], bool]) -> bool:
+    """True under a dispatch mode (a fake mode is one; a bare one costs nothing to enter).
+    Outside, true is allowed: it only sends the guard to torch's full check."""
+    with _resolve("torch.utils._python_dispatch.TorchDispatchMode")():
+        return may_have()
+
+
+def _probe_may_be_wrapped(may_be: Callable[[Any], bool]) -> bool | None:
+    """False for a plain tensor; true for vmap's batched value (a plain type, wrapped in C++)."""
+    if _modes_active():
+        return None
+    inside = torch.func.vmap(lambda x: x * float(bool(may_be(x))))(torch.ones(1, device="cpu"))
+    return not may_be(torch.ones(1, device="cpu")) and inside.tolist() == [1.0]
+
+
 FUNCTORCH_ACTIVE: Internal[Callable[[], bool]] = Internal(
     "torch._C._are_functorch_transforms_active",
     lambda: False,
     "live hooks cannot tell that a functorch transform (torch.func.vmap, grad) is running "
     "and may record its batched or wrapped values",
+    probe=_probe_functorch,
 )
 DETECT_FAKE_MODE: Internal[Callable[[], Any]] = Internal(
     "torch._guards.detect_fake_mode",
@@ -178,6 +271,7 @@ MAY_HAVE_FAKE_MODE: Internal[Callable[[], bool]] = Internal(
     lambda: True,
     "every live hook call asks torch's slower detect_fake_mode (about 15 us instead of 1)",
     _find_may_have_fake_mode,
+    _probe_may_have_fake_mode,
 )
 
 
@@ -194,6 +288,7 @@ MAY_BE_WRAPPED: Internal[Callable[[Any], bool]] = Internal(
     lambda t: True,
     "every plain tensor a live hook sees is checked with torch's slower is_fake",
     _find_may_be_wrapped,
+    _probe_may_be_wrapped,
 )
 
 # -- the time limit (engine/time_limit.py): what an aborted trace must put back ----------------
@@ -262,11 +357,22 @@ DISABLE_TORCH_FUNCTION: Internal[Callable[[], contextlib.AbstractContextManager[
 # -- Inspect (engine/inspect.py) ------------------------------------------------------------------
 
 
+def _probe_lazy_clone(lazy_clone: Callable[[Any], Any]) -> bool | None:
+    """A copy: the source changed in place afterwards, the copy keeps the old values."""
+    if _modes_active():
+        return None
+    source = torch.tensor([1.0, 2.0], device="cpu")
+    copy = lazy_clone(source)
+    source.add_(1)
+    return copy.tolist() == [1.0, 2.0]
+
+
 LAZY_CLONE: Internal[Callable[[Any], Any]] = Internal(
     "torch._lazy_clone",
     torch.clone,
     "Inspect copies each captured output at once instead of copy-on-write (more memory, same "
     "values)",
+    probe=_probe_lazy_clone,
 )
 
 # -- nested inputs and outputs (calling, tracing, Inspect, Extract) -------------------------------
@@ -358,38 +464,6 @@ def copy_codegen(source: Any, target: Any) -> None:
         target.set_codegen(getattr(source, attribute))
 
 
-# -- fused reductions (engine/kernels.py) ---------------------------------------------------------
-
-
-def _find_compile_kernel() -> Callable[..., Callable[..., Any]]:
-    """``compile(fn, *examples)``: ``fn`` traced with symbolic sizes (any size runs the one
-    build) and compiled by inductor, with no dynamo frame: the user's compile caches, recompile
-    limits, counters and ``torch.compiler.set_stance`` never see it."""
-    make_fx = _resolve("torch.fx.experimental.proxy_tensor.make_fx")
-    compile_fx = _resolve("torch._inductor.compile_fx.compile_fx")
-    config = _resolve("torch._inductor.config")
-    lock = _resolve("torch._dynamo.convert_frame.compile_lock")  # one compile at a time
-
-    def compile_kernel(fn: Callable[..., Any], *examples: torch.Tensor) -> Callable[..., Any]:
-        # threads read at run time (torch.set_num_threads), not fixed at build time; built in
-        # this process (no worker pool); the lock also keeps dynamo from reading these settings
-        with lock, config.patch({"cpp.dynamic_threads": True, "compile_threads": 1}):
-            # through a lambda: fn's annotations would become unpicklable globals of the graph
-            graph = make_fx(lambda *args: fn(*args), tracing_mode="symbolic")(*examples)
-            fakes = [n.meta["val"] for n in graph.graph.nodes if n.op == "placeholder"]
-            return compile_fx(graph, fakes)
-
-    return compile_kernel
-
-
-COMPILE_KERNEL: Internal[Callable[..., Callable[..., Any]] | None] = Internal(
-    "torch._inductor.compile_fx.compile_fx / torch.fx.experimental.proxy_tensor.make_fx",
-    None,
-    "tensor_stats reads a large tensor several times instead of once (about twice as slow), and "
-    "the Recorder reduces each batch with about thirty torch calls instead of one loop",
-    _find_compile_kernel,
-)
-
 # -- the Recorder (record/recorder.py) ------------------------------------------------------------
 
 GRAPH_TASK_ID: Internal[Callable[[], int]] = Internal(
@@ -419,7 +493,6 @@ ENTRIES: tuple[Internal[Any], ...] = (
     PYTREE,
     TRACER_CLASS,
     CODEGEN,
-    COMPILE_KERNEL,
     GRAPH_TASK_ID,
     DEFAULT_STORE,
 )

@@ -5,11 +5,8 @@ value goes to the single row given): finite/NaN/zero counts, the float64 sum, th
 centred on each row's own mean in this batch (``m2``) and ``sum**2 / n`` (which the merge needs
 to combine centred sums exactly), exact finite min/max, and the fixed log-spaced buckets
 (:mod:`.buckets`). The number of tensor operations does not depend on how many keys are in
-the batch, which is what keeps the recorder's cost per key small. On a CPU, from the 32nd call
-on (:mod:`..engine.kernels`: built in the background, so a short run never pays for it), the
-reductions and the bucket of each value are one compiled loop (:data:`ROWS`, :data:`ONE_ROW`),
-counted by one ``bincount``; until then, and where no compiler is found, about thirty torch
-calls give the same numbers (the buckets bit for bit), every temporary in a reused
+the batch, which is what keeps the recorder's cost per key small: about thirty plain torch calls,
+the same on every device (nothing compiled, no thread of ours), every temporary in a reused
 :class:`Workspace` (fresh multi-megabyte CPU tensors page-fault on every call and cost more than
 the arithmetic). Counts that the host knows (calls, numel, shapes, modes) are not accumulated
 here.
@@ -31,7 +28,6 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..engine.kernels import Kernel
 from .buckets import BUCKETS, bucket_index, bucket_index_numpy
 from .layout import FINITE, HIST, M2, MAX, NANS, NEG_MIN, SQ, SUM, ZEROS
 
@@ -76,18 +72,8 @@ def accumulate(
     resolve values relative to their distance from the centre, so a centre near the values'
     mean resolves them relative to their spread. ``x`` is left as it was.
     """
-    k, device = len(sums), x.device
-    kernel = None
-    if device.type == "cpu" and x.dtype == torch.float64:
-        kernel = (ONE_ROW if rows is None else ROWS).get(torch.float64)
-    if kernel is not None:
-        if rows is None:
-            centres = torch.full((1,), float(centre), dtype=torch.float64)
-            new, extremes, index = kernel(x, centres)
-        else:
-            new, extremes, index = kernel(x, rows, centre)
-    else:
-        new, extremes, index = _eager(x, rows, centre, k, work or Workspace())
+    k = len(sums)
+    new, extremes, index = _reduce(x, rows, centre, k, work or Workspace())
     hist = _count(index, k * (BUCKETS + 1)).view(k, BUCKETS + 1)[:, :BUCKETS]
     sums[:, FINITE : SQ + 1].add_(new.to(sums.device))
     sums[:, HIST : HIST + BUCKETS].add_(hist.to(sums.device))  # int64 counts, added as floats
@@ -141,64 +127,12 @@ def accumulate_calls(
     np.add.at(flat, index, 1.0)
 
 
-def _fused(
-    x: torch.Tensor, rows: torch.Tensor | None, centres: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The kernels' function: ``(new [k, 6], extremes [k, 2], bucket of each value)``, where
-    ``new`` is ``[n, nans, zeros, total, m2, total² / n]`` and ``extremes`` is ``[max, -min]``.
-    The buckets are counted eagerly: a compiled scatter adds atomically, several times slower."""
-    k = centres.numel()
-    finite = x.abs() < INF  # NaN < inf is False too
-    bad = ~finite
-
-    def per_row(values: torch.Tensor) -> torch.Tensor:
-        if rows is None:
-            return values.sum().view(1)
-        return torch.zeros(k, dtype=torch.float64).index_add(0, rows, values)
-
-    n = per_row(finite.double())
-    nans = per_row((x != x).double())
-    zeros = per_row((x == 0).double())
-    total = per_row(torch.where(finite, x, 0.0))
-    mean = total / n.clamp(min=1.0)
-    d = torch.where(finite, x - (mean if rows is None else mean[rows]), 0.0)
-    m2 = per_row(d * d)
-    new = torch.stack([n, nans, zeros, total, m2, total * total / n.clamp(min=1.0)], 1)
-    high, low = torch.where(finite, x, -INF), torch.where(finite, -x, -INF)
-    if rows is None:
-        extremes = torch.stack([high.amax(), low.amax()]).view(1, 2)
-        shifted = x - centres
-    else:
-        empty = torch.full((k,), -INF, dtype=torch.float64)
-        extremes = torch.stack([empty.scatter_reduce(0, rows, high, "amax"),
-                                empty.scatter_reduce(0, rows, low, "amax")], 1)  # fmt: skip
-        shifted = x - centres[rows]
-    index = bucket_index(shifted, bad)  # int32: bincount counts it twice as fast as int64
-    if rows is not None:  # row r's buckets are r * (BUCKETS + 1) + ...
-        index = index + rows.to(torch.int32) * (BUCKETS + 1)
-    return new, extremes, index
-
-
-def _rows_example(dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
-    x = torch.arange(20, dtype=dtype) - 7.5
-    return x, torch.arange(20) % 3, torch.zeros(3, dtype=dtype)
-
-
-ROWS = Kernel("Recorder batch", _fused, _rows_example, after=32)
-"""A batch of values into their keys' rows, fused: built in the background at the 32nd batch (a
-short run never pays for the build; ``ROWS.wait(torch.float64)`` builds it now)."""
-ONE_ROW = Kernel(
-    "Recorder key", lambda x, centres: _fused(x, None, centres),
-    lambda dtype: (torch.arange(20, dtype=dtype) - 7.5, torch.zeros(1, dtype=dtype)), after=32,
-)  # fmt: skip
-"""One key's values, fused (``ONE_ROW.wait(torch.float64)`` builds it)."""
-
-
-def _eager(
+def _reduce(
     x: torch.Tensor, rows: torch.Tensor | None, centre: torch.Tensor | float, k: int,
     work: Workspace,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """:func:`_fused`'s numbers in reused buffers, where no kernel is built (yet)."""
+    """``(new [k, 6], extremes [k, 2], bucket of each value)`` in reused buffers, where ``new``
+    is ``[n, nans, zeros, total, m2, total² / n]`` and ``extremes`` is ``[max, -min]``."""
     n_values, device = x.numel(), x.device
 
     def buffer(dtype: torch.dtype, slot: int = 0) -> torch.Tensor:

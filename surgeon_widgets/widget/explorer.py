@@ -3,11 +3,15 @@
 Traits, public API and wiring of the rooms (:mod:`.views`, :mod:`.live`, :mod:`.wire`,
 :mod:`.runtime`); traits and messages follow ``js/PROTOCOL.md``. A click's path: the comm
 message reaches the kernel (:mod:`.runtime.kernel_comms`: our subshell, or drained mid-cell)
--> ipywidgets' ``set_state`` sets the trait -> traitlets' dispatch, routed by
-:func:`.runtime.traits.hand_over` into the :class:`~.runtime.handover.Handover` inbox ->
-applied on the model's thread (at once there, else at its next forward or when the cell
+-> ``Explorer.set_state``, routed by :class:`.runtime.traits.ViewState` into the
+:class:`~.runtime.handover.Handover` inbox -> ipywidgets' ``set_state`` sets the trait on the
+model's thread (at once there, else at its next forward or when the cell
 ends) -> :meth:`Explorer._selection_changed` -> :meth:`.live.selection.SelectionHooks.sync`
 (clock, activations, gradients, attention, parameters) -> ``hooks``, written once.
+A click that needs a trace (graph nodes, a cut's report and code) hands it to
+:meth:`~.runtime.handover.Handover.later`: it runs on the main thread between forwards, at
+once there, else when the running cell ends (or at once when the kernel is idle); the view
+says ``TRACING`` (a note) meanwhile, and the cut panel shows its report as being recomputed.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from .runtime.handover import Handover, messages_on_model_thread
 from .runtime.kernel_comms import connect, main_loop_scheduler
 from .runtime.shown import ShownLater
 from .runtime.still_output import StillOutput
-from .runtime.traits import hand_over
+from .runtime.traits import ViewState
 from .snapshot import Still, render_still, still_bundle
 from .views import tree
 from .views.attention_figure import attention_figure
@@ -55,6 +59,10 @@ HANDED_OVER = frozenset(
 HELLO = frozenset({"hello"})  # read-only: answered at once, on any thread
 BUTTONS = {"remove_all_hooks": "remove_all_hooks", "clear_errors": "clear_errors",
            "cut_apply_fix": "apply_fix"}  # the view's messages -> the method they call  # fmt: skip
+TRACING = (
+    "tracing... (graph nodes and the cut need a trace of the model: it runs between your "
+    "forwards, when the running cell ends)"
+)
 OPTIONS = [
     "example_inputs", "selected", "gradients", "max_rate", "show_nodes", "params", "run_dir",
 ]  # fmt: skip
@@ -147,7 +155,10 @@ class Explorer(ShownLater, FrontEnd):
             weakref.finalize(self, self._run_log.close)  # collected or exiting: "finished"
         self._history = History()
         self._lock = threading.Lock()
-        self._handover = Handover(self._watched, main_loop_scheduler(), hooked=not compiled)
+        self._handover = Handover(
+            self._watched, main_loop_scheduler(), hooked=not compiled, waiting=self._tracing
+        )
+        self._view_state = ViewState(HANDED_OVER, self._handover, self._set_state_now)
         self._errors = ErrorList(self._publish_errors)
         self._params_all = params  # every newly selected layer joins param_layers
         self._recompile = RecompileStatus()
@@ -164,11 +175,11 @@ class Explorer(ShownLater, FrontEnd):
             notebook.user_namespace, notebook.shell,
         )  # fmt: skip
         notes = [note for note in [compile_note(self._watched)] if note]
-        hand_over(self, HANDED_OVER, self._handover)
         super().__init__(
             rows=self._tree.module_rows, gradients=gradients, max_rate=max_rate, notes=notes
         )  # opens no comm: see runtime.shown
         self.observe(self._comm_opened, "comm")  # after ipywidgets' own observer of the comm
+        self.observe(lambda change: self._view_state.superseded(change["name"]), HANDED_OVER)
         previous = ownership.claim(model, self)
         if previous is not None:
             previous._replaced_by_newer()
@@ -318,7 +329,15 @@ class Explorer(ShownLater, FrontEnd):
             self._still.changed()
 
     def set_state(self, sync_data: dict) -> None:
-        """A value from the view the trait refuses (``max_rate=-3``) is shown, not only logged."""
+        """The view's changes: those of ``HANDED_OVER`` traits apply on the model's thread
+        (:mod:`.runtime.traits`); a value the trait refuses (``max_rate=-3``) is shown, not
+        only logged."""
+        if self.read_only:  # refused at once (_writable): nothing to hand over
+            self._set_state_now(sync_data)
+        else:
+            self._view_state.set_state(sync_data)
+
+    def _set_state_now(self, sync_data: dict) -> None:
         try:
             super().set_state(sync_data)
         except t.TraitError as error:
@@ -362,18 +381,36 @@ class Explorer(ShownLater, FrontEnd):
 
     @t.observe("node_in", "node_out", "selected")
     def _cut_changed(self, change: Any) -> None:
-        self._cut.refresh()
+        if self.node_in or self.node_out:  # a report needs the model's trace
+            self._handover.later("cut", self._cut.refresh)
+        else:
+            self._handover.drop("cut")
+            self._cut.refresh()  # no cut: only the selection's code, no trace
 
     def _show_cut(self, report: dict, code: str) -> None:
         self.cut_report, self.code = report, code
 
     @t.observe("show_nodes")
     def _nodes_toggled(self, change: Any) -> None:
-        rows, error = self._tree.rows(change["new"])
-        if error or change["new"]:
+        if change["new"]:
+            self._handover.later("show_nodes", self._show_rows)  # graph nodes need a trace
+        else:
+            self._handover.drop("show_nodes")
+            self._show_rows()
+
+    def _show_rows(self) -> None:
+        show = self.show_nodes  # as it is now: a later click may have switched it back
+        rows, error = self._tree.rows(show)
+        if error or show:
             self.nodes_error = error  # shown in the tree
         if not error:  # else the module rows stay, usable
             self.rows = rows
+
+    def _tracing(self, waiting: bool) -> None:
+        if waiting:
+            self._note(TRACING)
+        elif TRACING in self.notes:
+            self.notes = [n for n in self.notes if n != TRACING]
 
     def _on_records(self, records: list[Record]) -> None:
         if self.status:

@@ -12,50 +12,7 @@ from hypothesis import strategies as st
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from surgeon_widgets.engine import stats
-from surgeon_widgets.engine.stats import (
-    BINS,
-    FUSED,
-    FUSED_DTYPES,
-    SAMPLE,
-    SAMPLED_FROM,
-    SMALL,
-    tensor_stats,
-)
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _fused_built():
-    """Tests pick their path: the fused kernels are built first, not whenever they are done."""
-    assert all(FUSED.wait(dtype) for dtype in FUSED_DTYPES)
-
-
-@pytest.fixture(params=["fused", "eager"])
-def path(request, monkeypatch):
-    """Each large-tensor test runs on the fused kernel and on the eager chunks (its fallback)."""
-    ran = {"fused": 0, "eager": 0}
-    built = FUSED.get
-
-    def get(dtype):
-        kernel = built(dtype)
-
-        def counted(*args):
-            ran["fused"] += 1
-            return kernel(*args)
-
-        return counted if request.param == "fused" else None
-
-    eager = stats._moments
-
-    def counted_eager(*args):
-        ran["eager"] += 1
-        return eager(*args)
-
-    monkeypatch.setattr(FUSED, "get", get)
-    monkeypatch.setattr(stats, "_moments", counted_eager)
-    yield request.param
-    other = "eager" if request.param == "fused" else "fused"
-    assert ran[request.param] > 0 and ran[other] == 0, ran  # the path asked for ran, alone
+from surgeon_widgets.engine.stats import BINS, SAMPLE, SAMPLED_FROM, SMALL, tensor_stats
 
 
 def _reference(t: torch.Tensor) -> dict:
@@ -198,7 +155,7 @@ def _conv_activations() -> dict[str, torch.Tensor]:
 
 
 @pytest.mark.parametrize("name", ["bn", "relu", "dropout", "shifted"])
-def test_large_activation_stats_equal_a_float64_reference(name, path):
+def test_large_activation_stats_equal_a_float64_reference(name):
     t = _conv_activations()[name]
     got, ref = tensor_stats(t), _reference64(t)
     assert t.numel() >= SAMPLED_FROM
@@ -211,7 +168,7 @@ def test_large_activation_stats_equal_a_float64_reference(name, path):
         assert int((t == 0).sum()) > int((t.view(torch.int32) == 0).sum())  # has -0.0 too
 
 
-def test_nan_inf_and_zeros_in_a_large_tensor_are_counted_exactly(path):
+def test_nan_inf_and_zeros_in_a_large_tensor_are_counted_exactly():
     t = _conv_activations()["relu"].clone()
     flat = t.view(-1)
     flat[::1000] = math.nan
@@ -227,28 +184,20 @@ def test_nan_inf_and_zeros_in_a_large_tensor_are_counted_exactly(path):
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-@pytest.mark.parametrize("numel", [SMALL, 1 << 19])  # the first device-path size, a sampled one
-def test_half_precision_equals_its_float32_upcast(dtype, numel, path):
+# the first device-path size; a sampled one, of two chunks and a part
+@pytest.mark.parametrize("numel", [SMALL, (1 << 19) - 4321])
+def test_half_precision_equals_its_float32_upcast(dtype, numel):
     t = _conv_activations()["relu"].reshape(-1)[:numel].to(dtype)
     got, up = tensor_stats(t), tensor_stats(t.float())
     assert got.dtype == str(dtype).removeprefix("torch.") and up.dtype == "float32"
     for key in ("min", "max", "zeros", "nans", "infs", "lo", "hi", "sampled"):
         assert getattr(got, key) == getattr(up, key), key
     assert (got.hist == up.hist).all()
-    if path == "eager":  # the same float32 chunks, added in the same order
-        for key in ("mean", "std", "l2"):
-            assert getattr(got, key) == getattr(up, key), key
-        return
-    # the fused kernels of two dtypes add a row's values in other orders (their vector loops
-    # differ with the CPU: on an AVX2 one these stds differ by 1.3e-7), so neither equals the
-    # other bit for bit: each is as close to the float64 values as float32 row sums allow
-    ref = _reference64(t)
-    for key in ("mean", "std", "l2"):
-        for each in (got, up):
-            assert getattr(each, key) == pytest.approx(ref[key], rel=1e-6, abs=0), key
+    for key in ("mean", "std", "l2"):  # the same float32 chunks, added in the same order
+        assert getattr(got, key) == getattr(up, key), key
 
 
-def test_large_tensors_bin_a_bounded_sample_over_the_exact_range(path):
+def test_large_tensors_bin_a_bounded_sample_over_the_exact_range():
     t = _conv_activations()["bn"]
     got = tensor_stats(t)
     assert got.sampled == SAMPLE < t.numel()
@@ -262,12 +211,12 @@ def test_large_tensors_bin_a_bounded_sample_over_the_exact_range(path):
     assert tensor_stats(t.reshape(-1)[:SAMPLED_FROM]).sampled == SAMPLE
 
 
-def test_std_does_not_drift_on_ten_million_values(path):
+def test_std_does_not_drift_on_ten_million_values():
     torch.manual_seed(1)
     t = torch.randn(10**7) * 3 + 1
     got, ref = tensor_stats(t), _reference64(t)
     for key in ("mean", "std", "l2"):
-        assert getattr(got, key) == pytest.approx(ref[key], rel=1e-7), key
+        assert getattr(got, key) == pytest.approx(ref[key], rel=2e-8), key  # pairwise sums: 2e-9
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])

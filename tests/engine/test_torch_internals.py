@@ -47,6 +47,18 @@ def missing(monkeypatch):
     return make
 
 
+@pytest.fixture
+def drifted(monkeypatch):
+    """``drifted(entry, wrong)``: this torch has ``entry`` but it now answers as ``wrong``
+    does; returns the ``pytest.warns`` to expect (the probe's)."""
+
+    def make(entry: door.Internal, wrong: object) -> pytest.WarningsRecorder:
+        monkeypatch.setattr(entry, "find", lambda: wrong)
+        return pytest.warns(door.TorchInternalWarning, match=f"{entry.name} does not mean")
+
+    return make
+
+
 def test_every_entry_is_found_in_this_torch():
     assert [e.name for e in door.ENTRIES if not e.available] == []
 
@@ -71,6 +83,112 @@ def test_fx_tracing_missing_leaves_the_proxy_check(missing):
     with missing(door.FX_TRACING):
         fx.symbolic_trace(Probe())
     assert seen == [(True, True), (False, True)]  # degraded: not seen as tracing; Proxy still
+
+
+def test_fx_tracing_probe_catches_a_flag_torch_no_longer_sets(drifted):
+    """torch sets the flag under another key (or in a ContextVar): ours would read "not
+    tracing" forever. The probe sees it at first use; one warning; the Proxy check stays."""
+    seen = []
+
+    class Probe(nn.Module):
+        def forward(self, x):
+            seen.append((guard.tracing(), guard.inert(x)))
+            return x + 1
+
+    renamed = door._thread_flag("torch.fx._symbolic_trace._is_fx_tracing_tls", "gone", False)
+    with drifted(door.FX_TRACING, renamed) as said:
+        fx.symbolic_trace(Probe())
+        fx.symbolic_trace(Probe())
+    assert seen == [(False, True), (False, True)] and len(said) == 1
+    assert door.FX_TRACING.get() is door.FX_TRACING.fallback
+
+
+def test_fx_tracing_probe_catches_a_flag_that_reads_another_type(drifted):
+    with drifted(door.FX_TRACING, lambda: "tracing"):
+        assert not guard.tracing()  # the fallback: never tracing by the flag
+
+
+def test_fx_tracing_probe_runs_no_trace_and_patches_nothing(monkeypatch):
+    """The probe stops fx's tracer before it patches ``nn.Module.__call__`` (process-wide)."""
+    calls, original = [], nn.Module.__call__
+    real = door._thread_flag("torch.fx._symbolic_trace._is_fx_tracing_tls", "flag", False)
+
+    def flag() -> bool:
+        calls.append(nn.Module.__call__ is original)
+        return real()
+
+    assert door._probe_fx_tracing(flag) is True
+    assert calls and all(calls)  # never read while Module.__call__ was patched
+
+
+def test_fx_tracing_probe_inside_the_users_trace_waits_for_a_later_use(monkeypatch):
+    real = door.FX_TRACING.find
+    monkeypatch.setattr(door.FX_TRACING, "find", real)  # looked up afresh
+    seen = []
+
+    class Probe(nn.Module):
+        def forward(self, x):
+            seen.append((guard.tracing(), door.FX_TRACING.looked_up))
+            return x
+
+    fx.symbolic_trace(Probe())  # the first use is inside the user's trace: not decided there
+    Probe()(torch.ones(1))  # decided at the next use, outside
+    assert seen == [(True, False), (False, True)] and door.FX_TRACING.available
+
+
+def test_functorch_probe_catches_a_check_that_never_sees_vmap(drifted):
+    def probe(x):
+        return x * guard.tracing()
+
+    with drifted(door.FUNCTORCH_ACTIVE, lambda: False) as said:
+        assert torch.func.vmap(probe)(torch.ones(2, 3)).sum() == 0  # the fallback's answer
+        assert torch.func.vmap(probe)(torch.ones(2, 3)).sum() == 0
+    assert len(said) == 1 and door.FUNCTORCH_ACTIVE.get() is door.FUNCTORCH_ACTIVE.fallback
+
+
+@pytest.mark.parametrize(
+    ("entry", "wrong"),
+    [(door.MAY_HAVE_FAKE_MODE, lambda: False), (door.MAY_BE_WRAPPED, lambda t: False)],
+)
+def test_cheap_check_probes_catch_a_shortcut_that_hides_fakes(drifted, entry, wrong):
+    """A shortcut that answers "surely not" when it should not: the probe drops it, and the
+    guard asks torch's full checks (slower, the same answers)."""
+    with FakeTensorMode() as mode:
+        fake = mode.from_tensor(torch.ones(2))
+    with drifted(entry, wrong) as said:
+        with FakeTensorMode():
+            assert guard.tracing()
+        assert guard.inert(fake) and not guard.inert(torch.ones(2))
+        doubled = torch.func.vmap(lambda x: x * (1 + guard.inert(x)))(torch.ones(2, 3))
+        assert doubled.sum() == 12  # vmap's values are inert too
+    assert len(said) == 1 and entry.get() is entry.fallback
+
+
+def test_lazy_clone_probe_catches_a_clone_that_is_not_a_copy(drifted):
+    with drifted(door.LAZY_CLONE, lambda t: t.view_as(t)) as said:  # shares the memory
+        t = torch.tensor([-1.0, 2.0])
+        kept = snapshot(t)
+        t.relu_()
+    assert kept.tolist() == [-1.0, 2.0] and len(said) == 1
+    assert door.LAZY_CLONE.get() is torch.clone
+
+
+def test_probes_wait_under_the_users_torch_mode(monkeypatch):
+    """Under the user's own mode the probes' ops would be the mode's to see: not run there."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    seen = []
+
+    class Count(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            seen.append(func)
+            return func(*args, **(kwargs or {}))
+
+    monkeypatch.setattr(door.LAZY_CLONE, "find", door.LAZY_CLONE.find)  # looked up afresh
+    with Count():
+        door.LAZY_CLONE.get()(torch.ones(1))
+    assert not door.LAZY_CLONE.looked_up and len(seen) <= 2  # the clone itself, no probe ops
+    assert door.LAZY_CLONE.available and door.LAZY_CLONE.looked_up  # probed here, outside
 
 
 def test_functorch_missing_hooks_see_vmap_as_eager(missing):
@@ -198,21 +316,6 @@ def test_codegen_missing_a_copied_graph_keeps_fx_default(missing):
         assert "tree_flatten_spec" not in copied_source()  # degraded: fx's default calling
 
 
-def test_compile_kernel_missing_tensor_stats_reduce_by_chunks(missing, monkeypatch):
-    from surgeon_widgets.engine import stats
-    from surgeon_widgets.engine.kernels import Kernel
-
-    # a fresh kernel: the module's own may be built already
-    kernel = Kernel("tensor_stats", stats._fused_moments, stats._fused_example)
-    monkeypatch.setattr(stats, "FUSED", kernel)
-    x = torch.randn(1 << 16)
-    with missing(door.COMPILE_KERNEL):
-        got = stats.tensor_stats(x)
-    assert kernel.get(torch.float32) is None and not kernel.wait(torch.float32)
-    assert got.mean == pytest.approx(x.double().mean().item(), rel=1e-6)
-    assert (got.min, got.max) == (x.min().item(), x.max().item())
-
-
 def test_graph_task_id_missing_checkpoint_recompute_counts_twice(missing, tmp_path):
     class Net(nn.Module):
         def __init__(self):
@@ -298,8 +401,7 @@ def test_import_and_public_names_work_with_every_private_api_missing(tmp_path):
             branchy, v, extra = Branchy(), torch.randn(2, 4), {"bias": torch.randn(4)}
             cut = names["Extract"](branchy, node_out="fc", example_inputs=(v, extra))
             assert torch.equal(cut(v, extra), branchy.fc(v))
-            from surgeon_widgets.engine.stats import FUSED, tensor_stats
-            assert not FUSED.wait(torch.float32)  # no compiler door: the chunks stay
+            from surgeon_widgets.engine.stats import tensor_stats
             big = tensor_stats(torch.arange(1 << 16, dtype=torch.float32))
             assert (big.min, big.max, big.mean) == (0.0, 65535.0, 32767.5)
             rec = names["Recorder"](model, sys.argv[1], layers=["1"], every=1)

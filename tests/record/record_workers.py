@@ -206,8 +206,6 @@ def scenario(kind: str, arch: str, folder: Path, rank: int) -> dict:
 
 
 def main_worker(rank: int, world: int, port: int, root: str) -> None:
-    from surgeon_widgets.record.accumulate import ONE_ROW, ROWS
-
     init(rank, world, port)
     results = {}
     try:
@@ -217,8 +215,6 @@ def main_worker(rank: int, world: int, port: int, root: str) -> None:
             ("ddp", "transformer"),
             ("fsdp", "cnn"),
         ]:
-            if kind == "ddp" and arch == "transformer":  # the first two ran eager, these fused
-                results["fused"] = ROWS.wait(torch.float64) and ONE_ROW.wait(torch.float64)
             results[f"{kind}-{arch}"] = scenario(kind, arch, Path(root) / f"{kind}-{arch}", rank)
         results["moe"] = moe(Path(root) / "moe", rank)
     finally:

@@ -1,4 +1,4 @@
-"""record.accumulate: the fused kernels give the eager path's numbers (buckets bit for bit)."""
+"""record.accumulate: a batch's numbers per key against a float64 reference and the host path."""
 
 from __future__ import annotations
 
@@ -10,30 +10,19 @@ import torch
 
 from surgeon_widgets.record import accumulate as acc
 from surgeon_widgets.record import buckets
-from surgeon_widgets.record.layout import HIST, MAX_WIDTH, SUM_WIDTH
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _built():
-    assert acc.ROWS.wait(torch.float64) and acc.ONE_ROW.wait(torch.float64)
-
-
-def _run(x, rows, centre, k, fused, monkeypatch):
-    sums = torch.zeros(k, SUM_WIDTH, dtype=torch.float64)
-    maxes = torch.full((k, MAX_WIDTH), -math.inf, dtype=torch.float64)
-    ran = []
-    for kernel in (acc.ROWS, acc.ONE_ROW):
-        built = kernel.get(torch.float64)
-
-        def get(dtype, built=built):
-            ran.append(fused)
-            return built if fused else None
-
-        monkeypatch.setattr(kernel, "get", get)
-    acc.accumulate(sums, maxes, x, rows, centre, acc.Workspace())
-    monkeypatch.undo()
-    assert ran == [fused]
-    return sums, maxes
+from surgeon_widgets.record.layout import (
+    FINITE,
+    HIST,
+    M2,
+    MAX,
+    MAX_WIDTH,
+    NANS,
+    NEG_MIN,
+    SQ,
+    SUM,
+    SUM_WIDTH,
+    ZEROS,
+)
 
 
 def _values(n: int, seed: int) -> torch.Tensor:
@@ -43,26 +32,52 @@ def _values(n: int, seed: int) -> torch.Tensor:
     return x
 
 
+def _reference(x: np.ndarray, rows: np.ndarray, centres: np.ndarray, k: int):
+    """Each key's numbers one key at a time, in float64 numpy: what ``accumulate`` adds."""
+    sums, maxes = np.zeros((k, SUM_WIDTH)), np.full((k, MAX_WIDTH), -math.inf)
+    for key in range(k):
+        v = x[rows == key]
+        f = v[np.isfinite(v)]
+        n = len(f)
+        sums[key, FINITE], sums[key, NANS], sums[key, ZEROS] = n, np.isnan(v).sum(), (v == 0).sum()
+        sums[key, SUM] = f.sum()
+        sums[key, M2] = ((f - f.sum() / max(n, 1)) ** 2).sum()
+        sums[key, SQ] = f.sum() ** 2 / max(n, 1)
+        if n:
+            maxes[key, MAX], maxes[key, NEG_MIN] = f.max(), -f.min()
+        index = buckets.bucket_index_numpy(f - centres[key])
+        sums[key, HIST:] = np.bincount(index, minlength=buckets.BUCKETS)
+    return torch.from_numpy(sums), torch.from_numpy(maxes)
+
+
+def _accumulated(x, rows, centre, k):
+    sums = torch.zeros(k, SUM_WIDTH, dtype=torch.float64)
+    maxes = torch.full((k, MAX_WIDTH), -math.inf, dtype=torch.float64)
+    acc.accumulate(sums, maxes, x, rows, centre, acc.Workspace())
+    return sums, maxes
+
+
 @pytest.mark.parametrize("keys", [1, 24])
-def test_fused_batches_equal_the_eager_path(keys, monkeypatch):
+def test_batches_equal_a_float64_reference_key_by_key(keys):
     x = _values(keys * 37, 0)
     rows = torch.arange(keys).repeat_interleave(37)
     centres = torch.linspace(-1.0, 2.0, keys, dtype=torch.float64)
-    fused = _run(x, rows, centres, keys, True, monkeypatch)
-    eager = _run(x, rows, centres, keys, False, monkeypatch)
-    assert torch.equal(fused[0][:, HIST:], eager[0][:, HIST:])  # buckets: bit for bit
-    assert torch.equal(fused[1], eager[1])  # max, -min, and the host's columns
-    assert torch.allclose(fused[0], eager[0], rtol=1e-12, atol=1e-9)  # moments
-    assert fused[0][:, HIST:].sum().item() == (torch.isfinite(x)).sum().item()
+    sums, maxes = _accumulated(x, rows, centres, keys)
+    ref_sums, ref_maxes = _reference(x.numpy(), rows.numpy(), centres.numpy(), keys)
+    assert torch.equal(sums[:, HIST:], ref_sums[:, HIST:])  # buckets: bit for bit
+    assert torch.equal(maxes, ref_maxes)  # max, -min, and the host's columns untouched
+    assert torch.allclose(sums, ref_sums, rtol=1e-12, atol=1e-9)  # moments
+    assert sums[:, HIST:].sum().item() == torch.isfinite(x).sum().item()
+    assert (sums[:, NANS] > 0).any() and (sums[:, ZEROS] > 0).any()
 
 
-def test_one_large_key_fused_equals_eager(monkeypatch):
+def test_one_large_key_equals_a_float64_reference():
     x = _values(20_000, 1)
-    fused = _run(x, None, 0.7, 1, True, monkeypatch)
-    eager = _run(x, None, 0.7, 1, False, monkeypatch)
-    assert torch.equal(fused[0][:, HIST:], eager[0][:, HIST:])
-    assert torch.equal(fused[1], eager[1])
-    assert torch.allclose(fused[0], eager[0], rtol=1e-12, atol=1e-9)
+    sums, maxes = _accumulated(x, None, 0.7, 1)
+    ref_sums, ref_maxes = _reference(x.numpy(), np.zeros(len(x), int), np.array([0.7]), 1)
+    assert torch.equal(sums[:, HIST:], ref_sums[:, HIST:])
+    assert torch.equal(maxes, ref_maxes)
+    assert torch.allclose(sums, ref_sums, rtol=1e-12, atol=1e-9)
 
 
 @pytest.mark.parametrize("keys", [1, 24])

@@ -21,7 +21,6 @@ def test_ddp_fsdp2_cnn_transformer_merged_and_moe(spawn, tmp_path):
     # stats of the concatenated values of both ranks (outputs and gradients)
     spawn(workers.main_worker, str(tmp_path), timeout=90)
     result = json.loads((tmp_path / "result0.json").read_text())
-    assert result["fused"]  # the last two scenarios ran on the fused accumulate kernels
     for name in ["ddp-cnn", "fsdp-transformer", "ddp-transformer", "fsdp-cnn"]:
         assert result[name]["steps"] == [0, 2, 4]
         assert result[name]["checked"] == 3 * 3 * 2  # 3 layers x 3 steps x (output, gradient)

@@ -224,10 +224,10 @@ def test_a_click_from_another_thread_applies_at_the_next_compiled_forward(make, 
     ex = make(handed, max_rate=0)
     _step(handed, x)
     graphs = backend.graphs
-    click = threading.Thread(target=lambda: setattr(ex, "selected", ["4"]))
+    click = threading.Thread(target=ex.set_state, args=({"selected": ["4"]},))  # from the view
     click.start()
     click.join()
-    assert ex._handover.pending == ["selected"] and ex.hooks == []
+    assert ex._view_state.waiting == ["selected"] and ex.hooks == []
     assert not model._forward_pre_hooks  # no pre-hook for the inbox: the call applies it
     _step(handed, x)
     assert ex.hooks == [{"name": "4", "kind": "forward"}]

@@ -260,6 +260,59 @@ def test_click_during_a_cell_applies_at_the_next_forward(kernel):
     assert io.stdout(after).startswith("alive ['0']"), io.stdout(after)
 
 
+NODES_SETUP = """\
+import json, threading, time, torch
+from torch import nn
+from surgeon_widgets.engine import tracing
+from surgeon_widgets.widget.explorer import TRACING, Explorer
+torch.set_num_threads(1)
+model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+ex = Explorer(model, torch.randn(1, 8), max_rate=0)
+display(ex)
+inside, traced, real = [False], [], tracing._trace_uncached
+def spied(*args, **kwargs):  # every real trace: on which thread, inside a forward or not
+    traced.append((threading.current_thread().name, inside[0]))
+    return real(*args, **kwargs)
+tracing._trace_uncached = spied
+print(json.dumps({"comm": ex.comm.comm_id, "clicks": ex.clicks, "rows": len(ex.rows)}))
+"""
+
+NODES_TRAIN = LOOP.format(
+    body="inside[0] = True; loss = model(torch.randn(32, 8)).pow(2).mean(); inside[0] = False\n"
+    "    opt.zero_grad(); loss.backward(); opt.step()\n"
+    "    if step % 50 == 0: print('note', TRACING in ex.notes, 'traced', len(traced), flush=True)"
+)
+
+NODES_AFTER = """\
+print(json.dumps({"traced": traced, "rows": len(ex.rows), "code": ex.code,
+                  "outputs": ex.cut_report.get("outputs"), "tracing": TRACING in ex.notes}))
+"""
+
+
+def test_graph_nodes_and_a_cut_clicked_during_a_cell_trace_when_it_ends(kernel):
+    """No trace inside the user's forward: the click applies mid-cell, its trace after it."""
+    mode, _, kc = kernel
+    io = Iopub(kc)
+    setup = kc.execute(NODES_SETUP)
+    io.read_until(lambda: io.idle_for(setup), 120)
+    info = json.loads(io.stdout(setup).strip().splitlines()[-1])
+    train = kc.execute(NODES_TRAIN.format(seconds=6))
+    io.read_until(lambda: "tick" in io.stdout(train), 30)
+    comm_update(kc, info["comm"], {"show_nodes": True, "node_out": {"1": "1"}})
+    io.read_until(lambda: io.idle_for(train), 60)
+    after = kc.execute(NODES_AFTER)
+    io.read_until(lambda: io.idle_for(after), 60)
+    report = json.loads(io.stdout(after).strip().splitlines()[-1])
+    notes = [line for line in io.stdout(train).splitlines() if line.startswith("note")]
+    assert all(line.endswith("traced 0") for line in notes), notes  # nothing while it ran
+    if mode != "note":  # the click applied mid-cell: the view said "tracing..." meanwhile
+        assert notes[-1] == "note True traced 0", notes
+    assert report["traced"] == [["MainThread", False]], report  # once, after the cell
+    assert report["rows"] > info["rows"] and report["outputs"] == ["1"], report
+    assert "node_out='1'" in report["code"] and not report["tracing"], report
+
+
 COMPILED_SETUP = """\
 import gc, json, time, torch
 from torch import nn

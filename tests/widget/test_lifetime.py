@@ -328,11 +328,11 @@ def test_a_model_of_a_class_compiled_before_records_once_compiled(guards_default
 
 
 def post_from_another_thread(ex: Explorer, names: list[str]) -> None:
-    """What a click does on a kernel subshell: the trait changes off the model's thread."""
-    thread = threading.Thread(target=setattr, args=(ex, "selected", names))
+    """What a click does on a kernel subshell: the view's state arrives off the model's thread."""
+    thread = threading.Thread(target=ex.set_state, args=({"selected": names},))
     thread.start()
     thread.join()
-    assert ex._handover.pending == ["selected"]
+    assert ex._view_state.waiting == ["selected"]
 
 
 def test_a_first_selection_applied_at_a_forward_counts_that_forward():

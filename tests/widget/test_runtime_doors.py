@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import threading
 import types
 
+import pytest
 import torch
 import traitlets as t
 from torch import nn
 
-from surgeon_widgets.widget.runtime import compiled, hook_guards, notebook
-from surgeon_widgets.widget.runtime.traits import hand_over
+from surgeon_widgets.widget.runtime import compiled, hook_guards, kernel_comms, notebook
+from surgeon_widgets.widget.runtime.traits import ViewState
 
 
 class Box(t.HasTraits):
@@ -25,15 +27,36 @@ class Inbox:
         apply(value)
 
 
-def test_observers_run_where_the_change_is_made_without_traitlets_dispatch():
-    box, inbox, seen = Box(), Inbox(), []
-    box.observe(lambda change: seen.append(change["new"]), "size")
-    assert hand_over(box, {"size"}, inbox, method="_no_such_dispatch") is False
-    box.size = 2
-    assert seen == [2] and inbox.posted == []  # plain traitlets: at once, nothing posted
-    assert hand_over(box, {"size"}, inbox) is True
-    box.size = 3
-    assert seen == [2, 3] and inbox.posted == ["size"]
+def test_view_changes_of_chosen_traits_go_through_the_inbox_with_public_apis_only():
+    """No traitlets dispatch is replaced: the widget's own ``set_state`` routes the view's
+    values; observers of a chosen trait run when the inbox applies it, the others at once."""
+
+    class Widget(Box):
+        label = t.Unicode("")
+
+        def set_state(self, sync_data):
+            ViewState({"size"}, inbox, self.apply).set_state(sync_data)
+
+        def apply(self, sync_data):
+            with self.hold_trait_notifications():
+                for name, value in sync_data.items():
+                    setattr(self, name, value)
+
+    waiting: list = []
+
+    class Later(Inbox):
+        def post(self, key, apply, value) -> None:
+            self.posted.append(key)
+            waiting.append(lambda: apply(value))
+
+    inbox, seen = Later(), []
+    box = Widget()
+    box.observe(lambda change: seen.append(change["name"]), ["size", "label"])
+    assert "_notify_observers" not in vars(box)
+    box.set_state({"size": 2, "label": "x"})
+    assert (box.size, box.label, seen, inbox.posted) == (0, "x", ["label"], ["view state"])
+    waiting.pop()()  # the model's thread applies it
+    assert box.size == 2 and seen == ["label", "size"]
 
 
 def test_notebook_fallbacks_and_a_shell():
@@ -99,3 +122,73 @@ def test_forget_compiled_resets_everything_without_the_per_code_reset(monkeypatc
         assert hook_guards.forget_compiled(model) == -1
     assert reset == [True] and "resetting all compiled code" in caplog.text
     torch._dynamo.reset()
+
+
+def _drifted(monkeypatch, entry, wrong):
+    """``entry`` found, but answering as ``wrong``: its probe's one warning is expected."""
+    from surgeon_widgets.engine.torch_internals import TorchInternalWarning
+
+    monkeypatch.setattr(entry, "find", lambda: wrong)
+    return pytest.warns(TorchInternalWarning, match="does not mean what it did")
+
+
+def test_fullgraph_is_found_on_wrappers_and_parts_compiled_in_place(monkeypatch):
+    monkeypatch.setattr(compiled.FULLGRAPH, "find", compiled.FULLGRAPH.find)  # probed afresh
+    model = nn.Sequential(nn.Linear(2, 2), nn.ReLU(), nn.Linear(2, 2))
+    model[0].compile(fullgraph=True)
+    model[2].compile()
+    assert compiled.is_fullgraph(torch.compile(model, fullgraph=True))
+    assert not compiled.is_fullgraph(torch.compile(model))
+    assert compiled.fullgraph_parts(model) == ["0"] and compiled.FULLGRAPH.available
+
+
+def test_fullgraph_probe_catches_a_wrapper_that_no_longer_says_so(monkeypatch):
+    """dynamo keeps ``fullgraph`` elsewhere: ours would read "not fullgraph" and hook a model
+    whose forward must not break. The probe sees it; every compiled model counts as
+    fullgraph (nothing recorded live there), said once."""
+    reads = (lambda model: False, compiled._call_fullgraph)  # the wrapper's flag is gone
+    with _drifted(monkeypatch, compiled.FULLGRAPH, reads) as said:
+        assert compiled.is_fullgraph(torch.compile(nn.Linear(2, 2)))
+        assert compiled.is_fullgraph(torch.compile(nn.Linear(2, 2), fullgraph=True))
+    assert len(said) == 1 and not compiled.is_fullgraph(nn.Linear(2, 2))
+
+
+def test_fullgraph_probe_catches_a_closure_that_moved(monkeypatch):
+    model = nn.Sequential(nn.Linear(2, 2), nn.ReLU(), nn.Linear(2, 2))
+    model[2].compile()  # not fullgraph: the fallback takes it as fullgraph
+    reads = (compiled._wrapper_fullgraph, lambda module: False)
+    with _drifted(monkeypatch, compiled.FULLGRAPH, reads) as said:
+        assert compiled.fullgraph_parts(model) == ["2"]
+    assert len(said) == 1
+
+
+def _kernel_making_subshell(name: str) -> types.SimpleNamespace:
+    """A kernel whose shell channel thread makes subshell ``name`` (ipykernel 7's shape)."""
+    manager = types.SimpleNamespace(_create_subshell=lambda: name, _on_recv_callback=None)
+    loop = types.SimpleNamespace(add_callback=lambda fn: fn())
+    return types.SimpleNamespace(
+        shell_channel_thread=types.SimpleNamespace(_manager=manager, io_loop=loop)
+    )
+
+
+def test_subshell_probe_takes_the_note_when_its_thread_is_not_found(monkeypatch, caplog):
+    """The hand-over tells the subshell's calls by its thread's name: an ipykernel that names
+    the thread otherwise would run every click with cell events. The probe sees it once; the
+    subshell is not used (clicks apply when the cell ends) and the log says so."""
+    monkeypatch.setattr(kernel_comms, "_subshells", {})
+    with caplog.at_level("WARNING", logger="surgeon_widgets.explorer"):
+        assert kernel_comms._own_subshell(_kernel_making_subshell("abc")) is None
+        assert kernel_comms._own_subshell(_kernel_making_subshell("abc")) is None  # once
+    assert caplog.text.count("runs on no thread named subshell-abc") == 1
+
+
+def test_subshell_probe_passes_on_the_subshells_own_thread(monkeypatch):
+    monkeypatch.setattr(kernel_comms, "_subshells", {})
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait, name="subshell-abc", daemon=True)
+    thread.start()
+    try:
+        assert kernel_comms._own_subshell(_kernel_making_subshell("abc")) == "abc"
+    finally:
+        stop.set()
+        thread.join()

@@ -136,6 +136,28 @@ def test_renders_run_off_the_model_thread_at_most_every_interval():
     assert len(threads) == 3
 
 
+def test_the_render_thread_is_a_daemon_joined_with_a_bound_at_exit():
+    from surgeon_widgets.widget.runtime import still_output
+
+    release, finished = threading.Event(), []
+
+    def render() -> None:
+        release.wait(10)
+        finished.append(True)
+
+    out = StillOutput(render, lambda r: None, interval=0.0)
+    out.changed()
+    worker = out._worker
+    assert worker.daemon and worker in still_output._workers  # exit never waits unbounded
+    start = time.monotonic()
+    still_output._join_at_exit(bound=0.2)  # a render that hangs costs exit the bound only
+    assert 0.15 < time.monotonic() - start < 5 and worker.is_alive()
+    release.set()
+    still_output._join_at_exit()  # a render that ends is waited for
+    assert finished == [True] and not worker.is_alive() and worker not in still_output._workers
+    out.close()
+
+
 def test_the_static_picture_follows_the_selection_in_process(make):
     from support.models import SomeModel
 

@@ -23,7 +23,10 @@ monkeypatch forward" gives way: no hook can take a module's call out of a compil
 Private torch APIs, each looked up once with a fallback: dynamo's wrapper class
 ``torch._dynamo.eval_frame.OptimizedModule`` (without it, a wrapper is told by its
 ``_orig_mod``), ``Module.compile``'s ``_compiled_call_impl`` (without it, no part counts as
-compiled in place) and dynamo's per-code frame strategy (without it, a hook's frame compiles).
+compiled in place), dynamo's per-code frame strategy (without it, a hook's frame compiles) and
+where ``fullgraph=True`` is kept (:data:`FULLGRAPH`: probed once on toy wrappers that are never
+called, so nothing compiles; if it answers wrong, every compiled model or part is taken as
+``fullgraph=True``, with a ``TorchInternalWarning``: no hook where one could break a forward).
 
 >>> import torch
 >>> from torch import nn
@@ -53,10 +56,11 @@ from typing import Any
 import torch
 from torch import nn
 
+from ...engine.torch_internals import Internal
 from ...engine.wrappers import unwrap
 
 __all__ = [
-    "WRAPPER", "EagerForward", "compile_safe", "compiled_parts", "fullgraph_parts",
+    "FULLGRAPH", "WRAPPER", "EagerForward", "compile_safe", "compiled_parts", "fullgraph_parts",
     "is_compiled", "is_fullgraph", "run_eagerly",
 ]  # fmt: skip
 
@@ -80,10 +84,55 @@ def is_compiled(model: nn.Module, wrapper: type | None = WRAPPER) -> bool:
     return isinstance(getattr(model, "_orig_mod", None), nn.Module)
 
 
+def _wrapper_fullgraph(model: nn.Module) -> bool:
+    # the wrapper keeps dynamo's context, which keeps torch.compile's arguments
+    return bool(getattr(getattr(model, "dynamo_ctx", None), "fullgraph", False))
+
+
+def _call_fullgraph(module: nn.Module) -> bool:
+    # ``Module.compile`` keeps torch.compile's function; its closure holds dynamo's context
+    compiled = getattr(module, "_compiled_call_impl", None)
+    for cell in getattr(compiled, "__closure__", None) or ():
+        try:
+            fullgraph = getattr(cell.cell_contents, "fullgraph", None)
+        except ValueError:  # an empty cell
+            continue
+        if isinstance(fullgraph, bool):
+            return fullgraph
+    return False
+
+
+Reads = tuple[Callable[[nn.Module], bool], Callable[[nn.Module], bool]]
+
+
+def _probe_fullgraph(reads: Reads) -> bool:
+    """On toys wrapped, never called (``torch.compile`` compiles at the first call only):
+    ``fullgraph=True`` is found, and not found without it, on a wrapper and compiled in place."""
+    wrapper, in_place = reads
+    sealed, open_ = nn.Identity(), nn.Identity()
+    sealed.compile(fullgraph=True)
+    open_.compile()
+    return (
+        wrapper(torch.compile(nn.Identity(), fullgraph=True)) is True
+        and wrapper(torch.compile(nn.Identity())) is False
+        and in_place(sealed) is True
+        and in_place(open_) is False
+    )
+
+
+FULLGRAPH: Internal[Reads] = Internal(
+    "torch.compile's dynamo_ctx.fullgraph / Module.compile's _compiled_call_impl closure",
+    (lambda model: True, lambda module: True),
+    "every torch.compile'd model or part compiled in place is taken as fullgraph=True: its "
+    "layers are not recorded live (a hook there could make a fullgraph forward raise)",
+    lambda: (_wrapper_fullgraph, _call_fullgraph),
+    _probe_fullgraph,
+)
+
+
 def is_fullgraph(model: nn.Module) -> bool:
     """Is ``model`` a ``torch.compile(..., fullgraph=True)`` wrapper (no graph break allowed)?"""
-    context = getattr(model, "dynamo_ctx", None)
-    return is_compiled(model) and bool(getattr(context, "fullgraph", False))
+    return is_compiled(model) and FULLGRAPH.get()[0](model)
 
 
 def fullgraph_parts(model: nn.Module) -> list[str]:
@@ -96,16 +145,9 @@ def fullgraph_parts(model: nn.Module) -> list[str]:
 
 
 def _fullgraph_call(module: nn.Module) -> bool:
-    # ``Module.compile`` keeps torch.compile's function; its closure holds dynamo's context
-    compiled = getattr(module, "_compiled_call_impl", None)
-    for cell in getattr(compiled, "__closure__", None) or ():
-        try:
-            fullgraph = getattr(cell.cell_contents, "fullgraph", None)
-        except ValueError:  # an empty cell
-            continue
-        if isinstance(fullgraph, bool):
-            return fullgraph
-    return False
+    if getattr(module, "_compiled_call_impl", None) is None:
+        return False  # not compiled in place: nothing to look up
+    return FULLGRAPH.get()[1](module)
 
 
 def compiled_parts(model: nn.Module) -> list[str]:

@@ -8,6 +8,16 @@ and the inbox is applied in a forward pre-hook on the root module at the next fo
 the kernel's main loop once the cell finishes, whichever comes first). On the main thread a
 change applies at once, after anything still pending, so the order of changes is kept.
 
+Traces are not changes: a trace (the tree's graph nodes, the cut's report) can take seconds
+and an fx trace patches ``nn.Module.__call__`` for the whole process, so it must never run
+inside the user's forward nor on a thread beside the user's code. An observer that needs one
+hands it to :meth:`Handover.later`: it runs at once on the main thread between forwards
+(the user's own code, or the kernel's main loop), and otherwise waits, named by a key, until
+the main thread is free: the kernel's main loop (``schedule``) runs it when the running cell
+ends, or right away when the kernel is idle; outside a kernel, the next change made on the
+main thread. ``waiting(True)`` / ``waiting(False)`` tell the owner when work starts and stops
+waiting (the Explorer shows "tracing..." meanwhile).
+
 The pre-hook is registered only while a change is pending or the drain fallback (see
 :mod:`.kernel_comms`) is on, which reads this widget's pending messages from it (about a
 microsecond per forward between two drains). It sits on the model as the user calls it (the
@@ -30,6 +40,15 @@ break, only while it is registered), so a click still applies at the next forwar
 >>> _ = model(torch.ones(1, 2))  # the next forward applies it, on this thread
 >>> seen, inbox.pending, len(inbox.registry)
 (['x'], [], 0)
+>>> traced = []
+>>> inbox.in_forward = True  # as in the pre-hook: a forward has begun
+>>> inbox.later("nodes", lambda: traced.append("nodes"))
+>>> inbox.in_forward = False
+>>> traced, inbox.waiting_work
+([], ['nodes'])
+>>> inbox.flush()  # the main thread between forwards (the kernel's loop at the cell's end)
+>>> traced, inbox.waiting_work
+(['nodes'], [])
 >>> inbox.close()
 """
 
@@ -61,6 +80,9 @@ class Handover:
         model: the root module; its forward pre-hook applies the inbox.
         schedule: thread-safe ``schedule(fn)`` that runs ``fn`` on the main thread when it is
             free (the kernel's io loop); ``None`` outside a kernel.
+        hooked: ``False``: no pre-hook; the owner calls :meth:`at_forward` at each forward.
+        waiting: called with ``True`` when work handed to :meth:`later` starts waiting for
+            the main thread, ``False`` once none waits (on the thread that changed it).
     """
 
     def __init__(
@@ -68,8 +90,11 @@ class Handover:
         model: nn.Module,
         schedule: Callable[[Callable[[], None]], None] | None = None,
         hooked: bool = True,
+        waiting: Callable[[bool], None] | None = None,
     ) -> None:
         self._inbox: dict[str, tuple[Callable[[Any], None], Any]] = {}
+        self._later: dict[str, Callable[[], None]] = {}  # traces waiting for a free main thread
+        self._waiting = waiting
         self._lock = threading.Lock()
         self._applying = threading.RLock()  # an applied change may post another
         self._schedule = schedule
@@ -104,6 +129,66 @@ class Handover:
         with self._lock:
             return list(self._inbox)
 
+    @property
+    def waiting_work(self) -> list[str]:
+        """Keys of the work handed to :meth:`later` that waits for the main thread."""
+        with self._lock:
+            return list(self._later)
+
+    def free(self) -> bool:
+        """Is this the model's thread between two forwards, where a trace may run now?"""
+        return (
+            threading.current_thread() is threading.main_thread()
+            and not self.in_forward
+            and not guard.is_internal()
+            and not guard.tracing()
+        )
+
+    def later(self, key: str, work: Callable[[], None]) -> None:
+        """Run ``work`` (it traces the model) on the main thread between forwards: at once when
+        this is one, else when it is free (see the module's docstring); a newer ``key`` replaces
+        a waiting one. ``work`` reads the state it needs when it runs, not when it was handed."""
+        if self.free():
+            with self._lock:
+                dropped = self._later.pop(key, None) is not None
+            self._run(key, work)
+            if dropped:
+                self._tell_waiting()
+            return
+        with self._lock:
+            first = not self._later
+            self._later.pop(key, None)
+            self._later[key] = work
+        if first and self._waiting is not None:
+            self._waiting(True)
+        self._schedule_flush()
+
+    def drop(self, key: str) -> None:
+        """Forget the work waiting under ``key`` (no longer needed: the switch went back off)."""
+        with self._lock:
+            dropped = self._later.pop(key, None) is not None
+        if dropped:
+            self._tell_waiting()
+
+    def _run(self, key: str, work: Callable[[], None]) -> None:
+        try:
+            work()
+        except Exception:
+            log.exception("Explorer: %r failed", key)
+
+    def _tell_waiting(self) -> None:
+        with self._lock:
+            waiting = bool(self._later)
+        if not waiting and self._waiting is not None:
+            self._waiting(False)
+
+    def _schedule_flush(self) -> None:
+        if self._schedule is not None:
+            try:
+                self._schedule(self.flush)
+            except Exception:  # the loop is gone (kernel shutting down): the pre-hook still runs
+                log.debug("Explorer: could not schedule the inbox on the main loop", exc_info=True)
+
     def post(self, key: str | None, apply: Callable[[Any], None], value: Any) -> None:
         """Run ``apply(value)`` on the model's thread; a newer post of ``key`` replaces it.
 
@@ -119,14 +204,11 @@ class Handover:
             self._inbox.pop(key, None)  # the newest change of a key goes last, in order
             self._inbox[key] = (apply, value)
         self._hook(True)
-        if self._schedule is not None:
-            try:
-                self._schedule(self.flush)
-            except Exception:  # the loop is gone (kernel shutting down): the pre-hook still runs
-                log.debug("Explorer: could not schedule the inbox on the main loop", exc_info=True)
+        self._schedule_flush()
 
     def flush(self) -> None:
-        """Apply every pending change here, in the order they were posted."""
+        """Apply every pending change here, in the order they were posted; then, on the main
+        thread between forwards, run the work waiting for it (:meth:`later`)."""
         with self._applying:  # the pre-hook and the main loop never apply at the same time
             while True:
                 with self._lock:
@@ -138,7 +220,18 @@ class Handover:
                     apply(value)
                 except Exception:
                     log.exception("Explorer: applying a change of %r failed", key)
+            ran = False
+            while self._later and self.free():
+                with self._lock:
+                    if not self._later:
+                        break
+                    key = next(iter(self._later))
+                    work = self._later.pop(key)
+                self._run(key, work)
+                ran = True
         self._hook(False)
+        if ran:
+            self._tell_waiting()
 
     def at_forward(self) -> None:
         """What the pre-hook does at the start of a forward: the drain, then the inbox. For an
@@ -154,10 +247,14 @@ class Handover:
             self.in_forward = False
 
     def close(self) -> None:
-        """Remove the pre-hook and drop what is pending."""
+        """Remove the pre-hook and drop what is pending or waiting."""
         with self._lock:
             self._inbox.clear()
+            dropped = bool(self._later)
+            self._later.clear()
         self.poll = None
+        if dropped and self._waiting is not None:
+            self._waiting(False)
 
 
 _messages = itertools.count()

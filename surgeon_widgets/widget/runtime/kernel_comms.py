@@ -16,7 +16,8 @@ step rests on private ipykernel APIs; each is detected, and a missing one falls 
     inside a running cell, never while compiling or nested) this widget's pending comm
     messages are handled; every other message goes back to the queue untouched, in order.
     Busy/idle is published around each handled message and busy again for the cell; Ctrl-C
-    is held back while a message is handled and re-delivered after.
+    is held back while a message is handled and re-delivered after. A trace such a message
+    needs waits for the cell's end (:meth:`~.handover.Handover.later`), never runs here.
 ``"note"``
     Today's behaviour: clicks apply when the cell finishes, and the widget says so
     ("clicks made while a cell runs apply when the cell finishes").
@@ -172,8 +173,20 @@ def _own_subshell(kernel: Any) -> str | None:
 
     add_callback(make)
     done.wait(SUBSHELL_TIMEOUT)
-    _subshells[pid] = made[0] if made else None
-    return _subshells[pid]
+    subshell = made[0] if made else None
+    if subshell is not None and not _runs_on_its_thread(subshell):
+        log.warning("Explorer: the kernel subshell %s runs on no thread named subshell-%s (an "
+                    "ipykernel change): clicks made while a cell runs apply when it ends",
+                    subshell, subshell)  # fmt: skip
+        subshell = None
+    _subshells[pid] = subshell
+    return subshell
+
+
+def _runs_on_its_thread(subshell: str) -> bool:
+    """The probe of the hand-over's meaning: :func:`_route` tells the subshell's calls by the
+    thread's name, so a live thread of that name must exist once the subshell is made."""
+    return any(t.name == f"subshell-{subshell}" and t.is_alive() for t in threading.enumerate())
 
 
 def _route(comm: Any, subshell: str, kernel: Any, cells: _Cells | None) -> bool:

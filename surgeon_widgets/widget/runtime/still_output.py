@@ -12,6 +12,10 @@ and returns the new mime bundle; the display shown with :meth:`show` is then upd
 again by an update (a new view under the old one), and a live view keeps its state anyway.
 So a notebook run by nbclient / ``nbconvert --execute`` carries the last picture.
 
+The worker (thread ``surgeon-widgets still``) is a daemon: exit never waits on it unbounded.
+A render still running at exit is given ``JOIN_SECONDS`` (``atexit``) to finish rather than
+be stopped inside matplotlib; ``close()`` waits as long.
+
 >>> renders = []
 >>> out = StillOutput(lambda: renders.append(1) or len(renders), lambda n: None, threads=False)
 >>> out.changed(); out.changed(); out.flush(); renders  # without threads: every change
@@ -20,6 +24,7 @@ So a notebook run by nbclient / ``nbconvert --execute`` carries the last picture
 
 from __future__ import annotations
 
+import atexit
 import threading
 import time
 import uuid
@@ -29,10 +34,12 @@ from typing import Any, Generic, TypeVar
 
 from . import notebook
 
-__all__ = ["COST_SHARE", "REFRESH_SECONDS", "StillOutput"]
+__all__ = ["COST_SHARE", "JOIN_SECONDS", "REFRESH_SECONDS", "StillOutput"]
 
 REFRESH_SECONDS = 5.0
 COST_SHARE = 0.02  # the worker renders at most this share of the wall time
+JOIN_SECONDS = 5.0  # the longest close() or the interpreter's exit waits for a running render
+_workers: set[threading.Thread] = set()  # renders running now (joined at exit)
 Still = TypeVar("Still")
 
 
@@ -91,8 +98,8 @@ class StillOutput(Generic[Still]):
             return
         self._started = now
         self._dirty = False
-        # not a daemon: the interpreter waits for a render rather than kill it inside matplotlib
-        self._worker = threading.Thread(target=self._run, name="surgeon-widgets still")
+        self._worker = threading.Thread(target=self._run, name="surgeon-widgets still", daemon=True)
+        _workers.add(self._worker)
         self._worker.start()
 
     def flush(self) -> None:
@@ -114,7 +121,7 @@ class StillOutput(Generic[Still]):
         self._closed = True
         worker = self._worker
         if worker is not None:
-            worker.join()
+            worker.join(JOIN_SECONDS)
         self._ready.clear()
         if self._undo is not None:
             self._undo()
@@ -132,12 +139,21 @@ class StillOutput(Generic[Still]):
         finally:
             self.cost = time.perf_counter() - start
             self._worker = None
+            _workers.discard(threading.current_thread())
 
     def _deliver(self, result: Still) -> None:
         bundle = self._publish(result)
         self.published += 1
         if bundle is not None and self.shown and not self.viewed:
             notebook.publish(bundle, self.display_id, update=True)
+
+
+@atexit.register
+def _join_at_exit(bound: float = JOIN_SECONDS) -> None:
+    """Let running renders finish, all of them within ``bound`` seconds."""
+    end = time.monotonic() + bound
+    for worker in list(_workers):
+        worker.join(max(0.0, end - time.monotonic()))
 
 
 def _weak_flush(out: StillOutput) -> Callable[[], None]:

@@ -6,7 +6,9 @@ model and example inputs, ``marks()`` (the current ``node_in``, ``node_out`` and
 ``show(cut_report, code)`` (the Explorer's traits) and ``answer(ok, message)`` (the result of
 an ``insert_cell``, sent to the view). It traces the model once (again only if its modules
 change) and never raises into the widget: every failure becomes a line of
-``cut_report["problems"]``.
+``cut_report["problems"]``. The Explorer refreshes a marked cut only on the main thread
+between forwards (:meth:`~..runtime.handover.Handover.later`); until then the view shows the
+report as being recomputed (it names other marks).
 
 Synced traits on the Explorer (``js/PROTOCOL.md`` "Cut"): ``node_in`` / ``node_out`` (wire form:
 dict ``{node: new_name}``; a str or list of names is accepted and normalised by

@@ -2,7 +2,9 @@
 
 Module rows are read once; graph nodes are traced the first time they are shown (a model
 torch.fx cannot trace shows why in ``nodes_error``, and its module rows stay usable). Rows
-come from the pure functions of :mod:`.tree`.
+come from the pure functions of :mod:`.tree`. The Explorer asks for graph-node rows only on
+the main thread between forwards (:meth:`~..runtime.handover.Handover.later`): the trace
+never runs inside the user's forward nor beside their running code.
 
 >>> import torch
 >>> from torch import nn
