@@ -16,6 +16,10 @@ Fixed cost (issue 17 item 4): 12 tiny Linear layers (8 -> 8, batch 4), outputs a
 every=1: (recorded step - plain step) / keys, target <= 30 us per key per recorded step. Two
 copies of the model, one recorded, blocks interleaved.
 
+C loop off (issue 31 item 3: its own gain): the "no C" arms (every 1 / 10, and a third copy in
+the fixed cost) run with only ``record/accumulate_native``'s C loop turned off, interleaved with
+the others; bars for that path: 2 ranks every=10 <= 1.05x, every=1 <= 1.6x.
+
     python benchmarks/bench_recorder.py            # full
     python benchmarks/bench_recorder.py --quick    # CI smoke run
 """
@@ -23,6 +27,7 @@ copies of the model, one recorded, blocks interleaved.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import tempfile
 import time
@@ -33,7 +38,17 @@ import torchvision
 from torch import nn
 
 from surgeon_widgets import Recorder
+from surgeon_widgets.record.accumulate_native import LIBRARY
 from surgeon_widgets.record.layout import RECORD
+
+
+def c_loop(on: bool) -> None:
+    """Turn only the C loop (``record/accumulate_native``) on or off for the arms that follow:
+    off, every reduction takes the torch / numpy path (issue 31 item 3: its own gain)."""
+    if on:
+        LIBRARY.__dict__.pop("get", None)
+    else:
+        LIBRARY.get = lambda: None
 
 
 def resnet() -> tuple[nn.Module, list[str], callable]:
@@ -56,10 +71,13 @@ def measure(name: str, build, rounds: int, block: int, wrap=None) -> None:
     model = wrap(model) if wrap is not None else model
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     folder = Path(tempfile.mkdtemp())
-    arms = {"none": None} | {f"every {k}": k for k in (1, 10, 100)}
-    recorders = {
-        arm: Recorder(model, folder / arm, layers=layers, every=k) for arm, k in arms.items() if k
-    }
+    arms = {"none": None} | {f"every {k}{c}": k for k in (1, 10, 100)
+                                   for c in ("", " no C") if k < 100 or not c}
+    recorders = {}
+    for arm, k in arms.items():
+        if k:
+            c_loop("no C" not in arm)
+            recorders[arm] = Recorder(model, folder / arm.replace(" ", "_"), layers=layers, every=k)
     for rec in recorders.values():  # attached all the time, but only one arm's records
         rec._hooks.remove()
     wall: dict[str, list[float]] = {a: [] for a in arms}
@@ -67,6 +85,7 @@ def measure(name: str, build, rounds: int, block: int, wrap=None) -> None:
     for r in range(rounds + 1):
         for arm in arms:
             rec = recorders.get(arm)
+            c_loop("no C" not in arm)
             if rec is not None:  # only this arm's hooks are on the model now
                 _attach(rec, model)
             for _ in range(block):
@@ -88,11 +107,13 @@ def measure(name: str, build, rounds: int, block: int, wrap=None) -> None:
         ratio = statistics.median(wall[arm]) / base
         ratio_cpu = statistics.median(cpu[arm]) / base_cpu
         mean_ratio = statistics.mean(wall[arm]) / statistics.mean(wall["none"])
-        print(f"[{name}] {arm:>9}: step ratio {ratio:.2f} median, {mean_ratio:.2f} mean "
+        print(f"[{name}] {arm:>14}: step ratio {ratio:.2f} median, {mean_ratio:.2f} mean "
               f"(cpu {ratio_cpu:.2f})")  # fmt: skip
     every1 = recorders["every 1"]
-    for rec in recorders.values():
+    for arm, rec in recorders.items():
+        c_loop("no C" not in arm)
         rec.close()
+    c_loop(True)
     per_step = every1.cost.bytes_written / max(every1.cost.recorded, 1)
     print(f"[{name}] bytes per record: {RECORD.size}; per recorded step: {per_step:.0f} "
           f"({len(every1.keys)} keys); 12 layers x 10k steps of activations: "
@@ -105,42 +126,52 @@ def fixed_cost(rounds: int, block: int) -> None:
     plain = nn.Sequential(*[nn.Linear(8, 8) for _ in range(12)])
     recorded = nn.Sequential(*[nn.Linear(8, 8) for _ in range(12)])
     recorded.load_state_dict(plain.state_dict())
+    no_c = nn.Sequential(*[nn.Linear(8, 8) for _ in range(12)])
+    no_c.load_state_dict(plain.state_dict())
     x = torch.randn(4, 8)
-    rec = Recorder(recorded, tempfile.mkdtemp(), every=1)
-    times: dict[str, list[float]] = {"plain": [], "recorded": []}
+    recs = {"recorded": Recorder(recorded, tempfile.mkdtemp(), every=1)}
+    c_loop(False)
+    recs["recorded, no C"] = Recorder(no_c, tempfile.mkdtemp(), every=1)
+    arms = (("plain", plain), ("recorded", recorded), ("recorded, no C", no_c))
+    times: dict[str, list[float]] = {arm: [] for arm, _ in arms}
     for r in range(rounds + 1):
-        for arm, model in (("plain", plain), ("recorded", recorded)):
+        for arm, model in arms:
+            c_loop(arm != "recorded, no C")
+            rec = recs.get(arm)
             for _ in range(block):
                 t0 = time.perf_counter()
                 model(x).sum().backward()
-                if model is recorded:
+                if rec is not None:
                     rec.step()
                 if r:
                     times[arm].append(time.perf_counter() - t0)
-    rec.close()
-    plain_s, rec_s = statistics.median(times["plain"]), statistics.median(times["recorded"])
-    per_key = (rec_s - plain_s) / len(rec.keys) * 1e6
-    print(f"[fixed cost] 12 Linear(8, 8), {len(rec.keys)} keys, every=1: plain "
-          f"{plain_s * 1e6:.0f} us/step, recorded {rec_s * 1e6:.0f} us/step: "
-          f"{per_key:.1f} us per key per recorded step (target <= 30)")  # fmt: skip
-    print(f"[fixed cost] rec.cost: {rec.cost}")
+    plain_s = statistics.median(times["plain"])
+    for arm, rec in recs.items():
+        c_loop(arm != "recorded, no C")
+        rec.close()
+        rec_s = statistics.median(times[arm])
+        per_key = (rec_s - plain_s) / len(rec.keys) * 1e6
+        print(f"[fixed cost] 12 Linear(8, 8), {len(rec.keys)} keys, every=1, {arm}: plain "
+              f"{plain_s * 1e6:.0f} us/step, recorded {rec_s * 1e6:.0f} us/step: "
+              f"{per_key:.1f} us per key per recorded step (target <= 30)")  # fmt: skip
+        print(f"[fixed cost] rec.cost ({arm}): {rec.cost}")
+    c_loop(True)
 
 
 def _attach(rec: Recorder, model: nn.Module) -> None:
     import weakref
 
-    from surgeon_widgets.record.recorder import _forward_hook
+    from surgeon_widgets.record.intake import forward_hook
 
     index = {k.key: k.index for k in rec.keys}
     for name in rec.layers:
-        hook = _forward_hook(
+        hook = forward_hook(
             weakref.ref(rec), index[f"{name}/output"], index.get(f"{name}/grad_output")
         )
         rec._hooks.forward(rec.model.get_submodule(name), hook, name=name)
 
 
 def _ranks_worker(rank: int, world: int, port: int, rounds: int, block: int) -> None:
-    import os
     from datetime import timedelta
 
     import torch.distributed as dist

@@ -75,7 +75,7 @@ BEING_REMOVED = {"engine.time_limit", "engine.native", "record.accumulate_native
 # Modules that take from ``threading`` only what guards state or tells threads apart.
 LOCKS_ONLY = {
     "engine.registry", "engine.stats", "engine.torch_internals", "engine.tracing",
-    "record.pending", "record.recorder", "record.signals",
+    "record.exchange", "record.pending", "record.signals",
     "widget.history", "widget.explorer", "widget.views.errors", "widget.live.attention",
     "widget.runtime.handover", "widget.runtime.hook_guards", "widget.runtime.ownership",
     "widget.runtime.traits",

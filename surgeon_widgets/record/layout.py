@@ -89,3 +89,22 @@ class Key:
     def to_json(self) -> dict:
         return {"index": self.index, "key": self.key, "layer": self.layer, "leaf": self.leaf,
                 "kind": self.kind, "file": self.file}  # fmt: skip
+
+
+def make_keys(
+    layers: list[str], params_of: dict[str, list[str]], gradients: bool, params: bool
+) -> list[Key]:
+    """A Recorder's keys, in file order: each layer's output, then (``gradients``) their
+    gradients, then (``params``) each layer's parameters ``params_of[layer]`` and their
+    ``.grad``."""
+    specs = [(f"{name}/output", name, "output", "activation") for name in layers]
+    if gradients:
+        specs += [(f"{n}/grad_output", n, "grad_output", "gradient") for n in layers]
+    if params:
+        for name in layers:
+            for pname in params_of[name]:
+                specs.append((f"{name}/{pname}", name, pname, "parameter"))
+                if gradients:
+                    specs.append((f"{name}/{pname}.grad", name, f"{pname}.grad",
+                                  "parameter_gradient"))  # fmt: skip
+    return [Key(i, *spec) for i, spec in enumerate(specs)]

@@ -5,7 +5,9 @@ once per set of ranks, so they can never pair with the training's: a rank that c
 ``rec.step()`` once more than the others waits in the Recorder's group, not in DDP's.
 When that wait times out, :class:`Board` says where the other ranks are (each rank posts its
 last step to the job's store) and carries the error to every rank (and to the writer, which
-marks the folder ``failed``). Without a process group (or with one rank) there is no board.
+marks the folder ``failed``). At ``close()`` the ranks compare their step counts there (a
+bounded wait, no collective), so an extra or missing ``rec.step()`` fails every rank. Without a
+process group (or with one rank) there is no board.
 
 >>> recorder_group(None) is None  # no process group here
 True
@@ -13,6 +15,8 @@ True
 
 from __future__ import annotations
 
+import time
+import warnings
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -133,6 +137,7 @@ class Board:
         self.prefix = f"surgeon_widgets/recorder/{'-'.join(map(str, self.ranks))}/{serial}/"
         self.store = DEFAULT_STORE.get()()
         self._posted: int | None = None
+        self._gone = False  # a store call failed: its server (rank 0's process) is gone
 
     def post(self, step: int) -> None:
         """Tell the other ranks this rank's last ``rec.step()`` (only when it changed)."""
@@ -169,6 +174,66 @@ class Board:
                 "others; pass your own step number, rec.step(step), to catch a skipped step in "
                 "the next rec.step().")  # fmt: skip
 
+    def agree_at_close(self, steps: int, last: int, failed: bool, wait: float) -> str | None:
+        """Post how many steps this rank took (``failed``: it closes with an error and does not
+        wait) and wait, at most ``wait`` seconds, for every rank's: the error to raise when the
+        counts differ or a rank reported one; ``None`` when they agree, when a rank failed
+        otherwise (its own error says why), or, with a warning, when a rank did not close in
+        time. A rank already past this rank's ``last`` step fails at once (it may wait in a
+        merge this rank never joins). Store reads only: a crashed rank costs the wait, never a
+        hang."""
+        self._call("set", f"closed/{self.rank}", f"{steps} {int(failed)}")
+        if failed:  # failing already (and a peer may be gone with it): nothing to wait for
+            self._call("set", f"read/{self.rank}", "1")
+            return self.failure()
+        closed = self._wait_for("closed", wait, last)
+        failure = self.failure()
+        if failure is not None or closed is None:
+            return failure
+        self._call("set", f"read/{self.rank}", "1")
+        if self.ranks[self.rank] == 0:  # the store's host stays until every rank has read
+            self._wait_for("read", min(wait, 10.0))
+        counts = {r: int(v.split()[0]) for r, v in closed.items()}
+        if any(v.split()[1] == "1" for v in closed.values()) or len(set(counts.values())) == 1:
+            return None
+        where = ", ".join(f"rank {r} after {n} rec.step() calls (last step {n - 1})"
+                          for r, n in counts.items())  # fmt: skip
+        self.report(f"ranks disagree on the number of steps: they closed at {where}. One rank "
+                    "called rec.step() more or fewer times than the others; pass your own step "
+                    "number, rec.step(step), to catch it in the next rec.step().")  # fmt: skip
+        return self.failure()
+
+    def _wait_for(self, name: str, wait: float, last: int | None = None) -> dict[int, str] | None:
+        """Every rank's ``name/<rank>`` note, polled until ``wait`` seconds pass (``None``, with
+        a warning), a rank reports an error, one is past step ``last`` (reported) or the store
+        is gone (``None``)."""
+        deadline, pause = time.monotonic() + wait, 0.005
+        while True:
+            notes = {r: self._read(f"{name}/{r}") for r in range(len(self.ranks))}
+            if all(v is not None for v in notes.values()):
+                return notes
+            if self._gone or self.failure() is not None:
+                return None
+            ahead = {} if last is None else {r: s for r, s in self.steps().items()
+                                             if s is not None and s > last}  # fmt: skip
+            if ahead:
+                where = ", ".join(f"rank {r} is at step {s}" for r, s in ahead.items())
+                self.report(f"ranks disagree on the number of steps: rank {self.rank} closed "
+                            f"after step {last}, {where}. One rank called rec.step() more or "
+                            "fewer times than the others; pass your own step number, "
+                            "rec.step(step), to catch it in the next rec.step().")  # fmt: skip
+                return None
+            if time.monotonic() > deadline:
+                missing = [r for r, v in notes.items() if v is None]
+                if name != "closed":
+                    return None
+                warnings.warn(f"Recorder.close(): rank(s) {missing} did not close within {wait:.0f}"
+                              " s; the ranks' step counts were not compared", RuntimeWarning,
+                              stacklevel=4)  # fmt: skip
+                return None
+            time.sleep(pause)
+            pause = min(2 * pause, 0.1)
+
     def _read(self, key: str) -> str | None:
         if self.store is None or not self._call("check", [self.prefix + key], raw=True):
             return None
@@ -183,5 +248,6 @@ class Board:
         try:
             result = getattr(self.store, name)(*args)
         except (RuntimeError, ValueError):  # the store's server (rank 0's process) is gone
+            self._gone = True
             return None
         return True if result is None else result

@@ -281,6 +281,29 @@ def skip_worker(rank: int, world: int, port: int, root: str) -> None:
     os._exit(0)
 
 
+def miscount_worker(rank: int, world: int, port: int, root: str) -> None:
+    """Rank 1 calls rec.step() once more, then once less, than rank 0, at steps that do not
+    record (every=10: only step 0 merges), then both the same: each rank notes what close()
+    raised and the writer (rank 0) the folder's state. Never a hang."""
+    init(rank, world, port, timeout=timedelta(seconds=20))
+    for name, extra in (("extra", 1), ("missing", -1), ("same", 0)):
+        model = nn.Sequential(nn.Linear(4, 4))
+        message, kind, started = "", "", time.monotonic()
+        try:
+            with Recorder(model, Path(root) / name, every=10, gradients=False, timeout=3) as rec:
+                for _ in range(6 + (extra if rank == 1 else 0)):
+                    model(torch.randn(2, 4))
+                    rec.step()
+        except Exception as error:  # the test checks which
+            message, kind = str(error), type(error).__name__
+        state = read_run(Path(root) / name).state if rank == 0 else ""
+        Path(root, f"{name}{rank}.json").write_text(json.dumps(
+            {"message": message, "kind": kind, "seconds": time.monotonic() - started,
+             "state": state}
+        ))  # fmt: skip
+    dist.destroy_process_group()
+
+
 def live_worker(rank: int, world: int, port: int, root: str) -> None:
     """A slow job: the parent follows the folder while it is written."""
     init(rank, world, port)

@@ -57,6 +57,26 @@ def test_a_rank_that_skips_a_step_gets_an_error(spawn, tmp_path):
         assert run.status["state"] == "failed" and "step" in run.status["error"]
 
 
+def test_an_extra_or_missing_step_on_one_rank_fails_every_rank_at_close(spawn, tmp_path):
+    # every=10: only step 0 merges, so no collective ever sees the miscount; close() does
+    spawn(workers.miscount_worker, str(tmp_path), timeout=60)
+    # (the counts as both ranks closed, or, when rank 1 was already past rank 0's last step as
+    # rank 0 closed, where it was)
+    expect = {"extra": ("rank 1 after 7 rec.step() calls", "rank 1 is at step 6"),
+              "missing": ("rank 1 after 5 rec.step() calls", "rank 0 is at step 5")}  # fmt: skip
+    for name, says in expect.items():
+        got = [json.loads((tmp_path / f"{name}{r}.json").read_text()) for r in (0, 1)]
+        for g in got:
+            assert g["kind"] == "RankMismatchError", (name, got)
+            assert "disagree on the number of steps" in g["message"], got
+            assert any(s in g["message"] for s in says), got
+            assert g["seconds"] < 30, got  # Recorder made, 6 steps, close: never a hang
+        assert got[0]["state"] == "failed", got
+        assert "disagree on the number of steps" in read_run(tmp_path / name).status["error"]
+    got = [json.loads((tmp_path / f"same{r}.json").read_text()) for r in (0, 1)]
+    assert [g["kind"] for g in got] == ["", ""] and got[0]["state"] == "finished", got
+
+
 def test_folder_followed_live_while_the_job_runs(tmp_path):
     context = start(workers.live_worker, str(tmp_path))
     try:

@@ -93,13 +93,17 @@ def test_resume_appends_and_an_extra_step_under_ddp_fails_on_both_ranks(spawn, t
     # an extra rec.step() on rank 1 (DDP): no SIGABRT and no hang. A recorded step's merge runs
     # while the next step trains, so the extra call's merge pairs with rank 0's next one (the
     # counters agree): rank 1's last merge (step 6) is the one without a partner, and rank 1
-    # raises when it closes. Only explicit step numbers (rec.step(i)) catch the extra call itself.
+    # raises when it closes; it reports that to the job's store, where rank 0's close() reads it:
+    # both ranks raise it and the writer's folder says failed. Only explicit step numbers
+    # (rec.step(i)) catch the extra call itself.
     got = [json.loads((tmp_path / f"extra{r}.json").read_text()) for r in (0, 1)]
-    assert got[0]["kind"] == "", got
-    assert got[1]["kind"] == "RankMismatchError", got
+    assert [g["kind"] for g in got] == ["RankMismatchError"] * 2, got
     assert "rank 1 is at rec.step() of step 6" in got[1]["message"], got
     assert "did not join" in got[1]["message"], got
+    # rank 0 reads rank 1's error, or itself sees rank 1 past its last step as it closes
+    assert "step 6" in got[0]["message"] and "rank 1" in got[0]["message"], got
     assert all(g["seconds"] < 25 for g in got), got
+    assert (tmp_path / "state").read_text() == "failed"
 
 
 # -- one process --------------------------------------------------------------------------------

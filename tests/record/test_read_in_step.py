@@ -3,11 +3,17 @@ values the hooks saw; outputs edited in place after their hook stay on the hook 
 
 from __future__ import annotations
 
+import gc
+import os
+from pathlib import Path
+from types import SimpleNamespace
+
 import pytest
 import torch
 from torch import nn
 
 from surgeon_widgets import Recorder, read_run
+from surgeon_widgets.record.intake import HOLD_CALLS
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -17,7 +23,8 @@ def reference(module: nn.Module, outs: list, grads: list):
 
     def hook(m, args, out):
         outs.append(out.detach().double().clone())
-        out.register_hook(lambda g: grads.append(g.detach().double().clone()))
+        if out.requires_grad:
+            out.register_hook(lambda g: grads.append(g.detach().double().clone()))
 
     return module.register_forward_hook(hook)
 
@@ -43,7 +50,7 @@ def test_held_values_equal_the_hooks_values_and_in_place_edits_stay_at_the_hook(
         for _ in range(4):
             model(torch.randn(5, 6)).pow(2).sum().backward()
             rec.step()
-        read_in_step = {k.layer: rec._in_place_free[k.index] for k in rec.keys
+        read_in_step = {k.layer: rec._intake.in_place_free[k.index] for k in rec.keys
                         if k.kind == "activation"}  # fmt: skip
     for handle in handles:
         handle.remove()
@@ -85,3 +92,46 @@ def test_a_layer_whose_output_is_edited_in_place_later_warns_and_leaves_that_cal
     assert stats["0/output"].steps == stats["0/grad_output"].steps == [0, 1, 3]
     assert_series_equal(stats["0/output"], [outs[i] for i in (0, 1, 3)])
     assert_series_equal(stats["0/grad_output"], [grads[i] for i in (0, 1, 3)])
+
+
+def live_tensor_bytes() -> int:
+    """Bytes of every distinct tensor storage alive in this process (what holding keeps)."""
+    gc.collect()
+    storages = {}
+    for obj in gc.get_objects():
+        if type(obj) in (torch.Tensor, nn.Parameter) and obj.layout == torch.strided:
+            storage = obj.untyped_storage()
+            storages[storage.data_ptr()] = storage.nbytes()
+    return sum(storages.values())
+
+
+def resident_bytes() -> int:
+    return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def test_an_eval_loop_of_200_forwards_at_a_recording_step_holds_a_bounded_number(tmp_path):
+    # 12 layers of 16,384-value outputs: holding every call until step() would keep 157 MB alive
+    torch.manual_seed(0)
+    model = nn.Sequential(*[nn.Linear(16, 16) for _ in range(12)])
+    x = torch.randn(1024, 16)
+    with Recorder(model, tmp_path, every=1) as rec:
+        model(x).sum().backward()  # a training step first: the layers are known to be safe
+        rec.step()
+        model.eval()
+        before, rss = live_tensor_bytes(), resident_bytes()
+        with torch.no_grad():
+            for _ in range(200):
+                model(x)
+        held, grown = live_tensor_bytes() - before, resident_bytes() - rss
+        assert all(rec._intake.in_place_free[k.index] for k in rec.keys if k.kind == "activation")
+        assert len(rec._intake.held) == HOLD_CALLS * 12
+        rec.step()
+    assert held < 50e6 and grown < 50e6, (held, grown)
+    assert held >= HOLD_CALLS * 12 * 1024 * 16 * 4  # what is held is what the count says
+    # every call is in the record: those held and those reduced at the hook past the bound
+    stats = read_run(tmp_path).stats("5")["5/output"]
+    assert stats.steps == [0, 1] and stats.values[1].mode == "eval"
+    assert stats.values[1].calls == 200
+    with torch.no_grad():  # each eval forward computed the same values
+        out = model[:6](x).double()
+    assert_series_equal(SimpleNamespace(values=[stats.values[1]]), [torch.cat([out] * 200)])
