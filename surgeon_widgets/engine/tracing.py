@@ -308,7 +308,9 @@ def _export_trace(model: nn.Module, example_inputs: ExampleInputs) -> Trace:
     with torch.no_grad(), _quiet_torch_logs():
         try:
             dynamic = _auto_dynamic(model, args, kwargs)
-            program = call_within(limit, lambda: _export(model, args, kwargs, dynamic))
+            program = call_within(
+                limit, lambda: _export(model, args, kwargs, dynamic), model=model
+            )
         except TimeLimitExceeded:
             program = _export(model, args, kwargs, None)
             note = (
