@@ -121,6 +121,75 @@ def test_a_model_that_swallows_the_abort_is_stopped_at_its_next_module_call():
     assert model.reached_b  # a's abort was swallowed, b's was not
 
 
+PROGRESS: dict[str, int] = {}
+
+
+class OneLongForward(nn.Module):
+    """One module whose forward is ``steps`` torch calls 10 ms apart: no module call inside."""
+
+    def __init__(self, steps: int, swallow: bool) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(8))
+        self.steps, self.swallow = steps, swallow
+        PROGRESS.update({"done": 0, "after abort": 0})  # not an attribute: export copies those
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        PROGRESS["done"] = 0
+        for _ in range(self.steps):
+            time.sleep(0.01)
+            try:
+                x = torch.relu(x * self.weight)
+            except TimeLimitExceeded:
+                if not self.swallow:
+                    raise
+                PROGRESS["after abort"] += 1  # the torch calls after it are not aborted
+                x = torch.relu(x * self.weight) + torch.zeros_like(x)
+            PROGRESS["done"] += 1
+        return x
+
+
+def test_inside_a_long_forward_the_next_torch_call_raises_once():
+    model, x = OneLongForward(200, swallow=True), torch.randn(2, 8)
+    call_within(0.1, lambda: model(x), model=model)  # the model swallows the abort: returns
+    assert PROGRESS["after abort"] == 1  # once: torch's cleanup after an abort may call torch
+    model.swallow = False
+    with pytest.raises(TimeLimitExceeded):
+        call_within(0.1, lambda: model(x), model=model)
+    assert 0 < PROGRESS["done"] < 100  # stopped about 0.1 s into 2 s, not at the end
+    assert no_hooks(model)
+
+
+def test_inside_a_long_forward_under_export_the_next_torch_call_raises():
+    model, x = OneLongForward(0, swallow=False), torch.randn(2, 8)
+    reached: list[float] = []
+    spy = model.register_forward_pre_hook(lambda m, a: reached.append(time.monotonic()))
+    setups = []
+    for _ in range(3):  # how long export takes to reach the forward, deadline armed
+        started = time.monotonic()
+        call_within(60.0, lambda: export(model, x), model=model)
+        setups.append(reached[-1] - started)
+    spy.remove()
+    model.steps, before = 300, saved(model)
+    with pytest.raises(TimeLimitExceeded):
+        call_within(min(setups) + 0.3, lambda: export(model, x), model=model)
+    assert 0 < PROGRESS["done"] < 300  # stopped inside the one forward, by a torch call
+    assert_untouched(model, before)
+    assert no_hooks(model)
+
+
+def test_torch_calls_outside_the_model_forward_are_not_aborted():
+    model, done = slow_model(2, 0.0), []
+
+    def call() -> torch.Tensor:
+        time.sleep(0.1)  # past the deadline before the model runs
+        done.append(torch.ones(2) + 1)  # a torch call of the caller (export's own, say): runs
+        return model(torch.randn(2, 8))  # the model's first module call: stopped
+
+    with pytest.raises(TimeLimitExceeded):
+        call_within(0.01, call, model=model)
+    assert len(done) == 1
+
+
 def test_the_hook_runs_under_export_and_adds_nothing_to_the_graph():
     model, x = slow_model(4, 0.0), torch.randn(2, 8)
     seen: list[bool] = []
