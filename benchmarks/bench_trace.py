@@ -14,12 +14,12 @@ For BERT, GPT-2, ViT and Swin configs (random weights) and torchvision's ResNet-
 
 Then the time limit (``tracing.DYNAMIC_TIME_LIMIT``), on Swin with symbolic heights and
 widths (the slow dynamic export: 49 s even at the quick size): the dynamic attempt is aborted
-at the first module call past the limit (:mod:`surgeon_widgets.engine.time_limit`) and the
-static trace used. A static export of the same inputs is timed before and after the abort
+at the first module or torch call past the limit (:mod:`surgeon_widgets.engine.time_limit`)
+and the static trace used. A static export of the same inputs is timed before and after the abort
 (target: CPU-time ratio after / before <= 1.5; when torch.export's dynamic markers stayed on
 the input tensors it took 64-195 s after an abort, against 0.5-0.9 s), and the model must keep
 its own parameters. A raw ``torch.export`` aborted the same way prints the overshoot (seconds
-from the deadline to the abort: module calls of a symbolic Swin can be seconds apart) and the
+from the deadline to the abort: one shape computation of a symbolic Swin can take seconds) and the
 markers it leaves on its input (the cause; ``tracing`` exports aliases of the example tensors,
 so the user's stay clean).
 

@@ -295,7 +295,7 @@ _NOISY_LOGGERS = ("torch.fx.experimental.symbolic_shapes", "torch._dynamo", "tor
 
 DYNAMIC_TIME_LIMIT: float | None = 15.0
 """Seconds a dynamic-shape torch.export may take before it is aborted (at the model's next module
-call, :mod:`.time_limit`) and the model is traced with the example's static shapes instead
+or torch call, :mod:`.time_limit`) and the model is traced with the example's static shapes instead
 (``None``: no limit). Read at each trace; a trace already cached is kept
 (:func:`clear_trace_cache` to trace again)."""
 
