@@ -16,10 +16,11 @@ add nothing to the traced graph. Unlike the package's live hooks they do not ask
 :func:`.guard.inert` (they must act precisely under a trace); they act only in the context that
 armed them, so the same modules called by user code on another thread are never aborted.
 
-Why both. Module calls of a symbolic Swin are up to 112 s apart on a loaded machine (one shape
-computation of a ``view`` can take most of it); measured past deadlines of 2-40 s there, module
-calls alone stopped the export 0.2-21.6 s late, torch calls 0.1-6.7 s late. Work after the
-model's forward (export's guard and constraint solving) runs to its end.
+Why both. Module calls of a symbolic Swin can be a minute apart on a loaded machine: one
+shape computation (a ``view``) can take most of it. Measured on a shared 2-core machine, past
+deadlines of 2-40 s: module calls alone stopped that export 1.9-14.7 s late (0.2-21.6 s under
+heavier load), module and torch calls 0.03-4.4 s late. Work after the model's forward (export's
+guard and constraint solving) runs to its end.
 
 What an abort leaves behind: torch.export clears the dynamic-dimension markers it sets on its
 input tensors (``_dynamo_weak_dynamic_indices`` and co.) only when it succeeds; left on the
