@@ -54,7 +54,7 @@ T = TypeVar("T")
 
 
 class TimeLimitExceeded(Exception):
-    """A call ran past its time limit and was stopped at a module call of the model."""
+    """A call ran past its time limit and was stopped at a module or torch call of the model."""
 
 
 class _Deadline(TorchFunctionMode):
