@@ -22,7 +22,6 @@ import importlib
 import threading
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import torch
@@ -40,12 +39,9 @@ __all__ = [
     "LAZY_CLONE",
     "MAY_BE_WRAPPED",
     "MAY_HAVE_FAKE_MODE",
-    "MODE_STACKS",
     "PYTREE",
     "TRACER_CLASS",
-    "TRACE_CONFIGS",
     "Internal",
-    "ModeStacks",
     "TorchInternalWarning",
     "copy_codegen",
     "set_tracer_class",
@@ -291,60 +287,6 @@ MAY_BE_WRAPPED: Internal[Callable[[Any], bool]] = Internal(
     _probe_may_be_wrapped,
 )
 
-# -- the time limit (engine/time_limit.py): what an aborted trace must put back ----------------
-
-
-@dataclass(frozen=True)
-class ModeStacks:
-    """The torch function and dispatch mode stacks and the tracing context, read and set."""
-
-    infra_keys: tuple[Any, ...]  # fake, proxy, functional: one dispatch mode slot each
-    function_depth: Callable[[], int]
-    pop_function: Callable[[], Any]
-    dispatch_depth: Callable[[], int]
-    get_infra: Callable[[Any], Any]
-    unset_infra: Callable[[Any], Any]
-    set_infra: Callable[[Any], None]
-    pop_dispatch: Callable[[], Any]
-    tracing_context: Callable[[], Any]
-    tls: Any  # torch._guards._TLS: holds the tracing context
-
-    def set_tracing_context(self, context: Any) -> None:
-        self.tls.tracing_context = context
-
-
-def _find_mode_stacks() -> ModeStacks:
-    return ModeStacks(
-        tuple(_resolve("torch._C._TorchDispatchModeKey").__members__.values()),
-        _resolve("torch._C._len_torch_function_stack"),
-        _resolve("torch._C._pop_torch_function_stack"),
-        _resolve("torch._C._len_torch_dispatch_stack"),
-        _resolve("torch._C._get_dispatch_mode"),
-        _resolve("torch._C._unset_dispatch_mode"),
-        _resolve("torch._C._set_dispatch_mode"),
-        _resolve("torch.utils._python_dispatch._pop_mode"),
-        _resolve("torch._guards.TracingContext.try_get"),
-        _resolve("torch._guards._TLS"),
-    )
-
-
-MODE_STACKS: Internal[ModeStacks | None] = Internal(
-    "torch._C mode stack functions / torch._guards._TLS",
-    None,
-    "a dynamic-shape torch.export runs without a time limit (tracing.DYNAMIC_TIME_LIMIT is "
-    "not applied): after an abort torch's mode stacks could not be put back",
-    _find_mode_stacks,
-)
-
-# Trace settings a trace may change, saved and put back where loaded (each is optional: a
-# missing one is simply not loaded, so nothing to restore).
-TRACE_CONFIGS = (
-    "torch._dynamo.config",
-    "torch._export.config",
-    "torch.fx.experimental._config",
-    "torch._functorch.config",
-)
-
 # -- attention capture (engine/attention/intercept.py) ------------------------------------------
 
 DISABLE_TORCH_FUNCTION: Internal[Callable[[], contextlib.AbstractContextManager[Any]]] = Internal(
@@ -487,7 +429,6 @@ ENTRIES: tuple[Internal[Any], ...] = (
     IS_FAKE,
     MAY_HAVE_FAKE_MODE,
     MAY_BE_WRAPPED,
-    MODE_STACKS,
     DISABLE_TORCH_FUNCTION,
     LAZY_CLONE,
     PYTREE,

@@ -308,9 +308,10 @@ _NOISY_LOGGERS = ("torch.fx.experimental.symbolic_shapes", "torch._dynamo", "tor
 
 
 DYNAMIC_TIME_LIMIT: float | None = 15.0
-"""Seconds a dynamic-shape torch.export may take before it is aborted and the model is traced
-with the example's static shapes instead (``None``: no limit). Read at each trace; a trace
-already cached is kept (:func:`clear_trace_cache` to trace again)."""
+"""Seconds a dynamic-shape torch.export may take before it is aborted (at the model's next module
+or torch call, :mod:`.time_limit`) and the model is traced with the example's static shapes instead
+(``None``: no limit). Read at each trace; a trace already cached is kept
+(:func:`clear_trace_cache` to trace again)."""
 
 
 def _export_trace(model: nn.Module, example_inputs: ExampleInputs) -> Trace:
@@ -322,7 +323,7 @@ def _export_trace(model: nn.Module, example_inputs: ExampleInputs) -> Trace:
     with torch.no_grad(), _quiet_torch_logs():
         try:
             dynamic = _auto_dynamic(model, args, kwargs)
-            program = call_within(limit, lambda: _export(model, args, kwargs, dynamic))
+            program = call_within(limit, lambda: _export(model, args, kwargs, dynamic), model=model)
         except TimeLimitExceeded:
             program = _export(model, args, kwargs, None)
             note = (
