@@ -113,9 +113,8 @@ def load() -> Any:
     try:
         if path is None:
             raise FileNotFoundError(
-                f"no _accumulate{EXTENSION_SUFFIXES[0]} beside {Path(__file__).name}: the "
-                "package was installed without a C compiler (or, in a checkout, not built: "
-                "`pip install -e .`)"
+                f"no _accumulate{EXTENSION_SUFFIXES[0]} beside {Path(__file__).name}: "
+                "installed without a C compiler; in a checkout, build it: `pip install -e .`"
             )
         lib = ctypes.CDLL(str(path))
         wrong = _differences(lib)
@@ -127,7 +126,7 @@ def load() -> Any:
         return lib
     except (OSError, AttributeError, ValueError) as error:
         warnings.warn(
-            f"the recorder's C loop is not used ({error}): it takes its slower numpy / torch path",
+            f"the recorder's C loop is not used, its slower numpy / torch path is: {error}",
             RuntimeWarning,
             stacklevel=2,
         )
