@@ -71,7 +71,7 @@ THREADS = {
 }
 # TODO(issue 31): the coordinator deletes this list when the branches removing these modules'
 # timer thread (time_limit), compiler (native) and C loop (accumulate_native) merge.
-BEING_REMOVED = {"engine.time_limit", "engine.native", "record.accumulate_native"}
+BEING_REMOVED = {"engine.native", "record.accumulate_native"}
 # Modules that take from ``threading`` only what guards state or tells threads apart.
 LOCKS_ONLY = {
     "engine.registry", "engine.stats", "engine.torch_internals", "engine.tracing",
