@@ -72,9 +72,6 @@ THREADS = {
     "demo.record_job": "the demo training job: its DDP ranks as processes; a command of its "
     "own, never inside a user's process",
 }
-# TODO(issue 31): the coordinator deletes this list when the branch removing this module's
-# timer thread (time_limit) merges.
-BEING_REMOVED = {"engine.time_limit"}
 # Modules that may import ``ctypes`` (and nothing else of CONCURRENCY), and why.
 CTYPES_ONLY = {
     "record.accumulate_native": "loads the extension built with the package (setup.py), from "
@@ -267,7 +264,7 @@ def threads(house: House) -> list[Use]:
     found = []
     for use in house.concurrency:
         inner = use.module.removeprefix(PACKAGE).lstrip(".")
-        if inner in THREADS or inner in BEING_REMOVED:
+        if inner in THREADS:
             continue
         if use.target == "ctypes" and inner in CTYPES_ONLY:
             continue
