@@ -38,17 +38,17 @@ import torchvision
 from torch import nn
 
 from surgeon_widgets import Recorder
-from surgeon_widgets.record.accumulate_native import LIBRARY
+from surgeon_widgets.record import accumulate_native
 from surgeon_widgets.record.layout import RECORD
 
 
 def c_loop(on: bool) -> None:
     """Turn only the C loop (``record/accumulate_native``) on or off for the arms that follow:
     off, every reduction takes the torch / numpy path (issue 31 item 3: its own gain)."""
-    if on:
-        LIBRARY.__dict__.pop("get", None)
-    else:
-        LIBRARY.get = lambda: None
+    accumulate_native.LIBRARY = BUILT if on else None
+
+
+BUILT = accumulate_native.LIBRARY  # the C loop built with the package (None: it was not)
 
 
 def resnet() -> tuple[nn.Module, list[str], callable]:

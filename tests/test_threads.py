@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import threading
-from pathlib import Path
 
-import pytest
 import torch
 from torch import nn
 
@@ -16,19 +14,12 @@ from surgeon_widgets import Recorder
 from surgeon_widgets.widget.explorer import Explorer
 
 LISTED = {"surgeon-recorder-heartbeat", "surgeon-widgets still", "surgeon-run-view"}
-# TODO(issue 31): goes with engine/native.py (item 3's branch deletes it; then this test runs
-# as any other, with no change here)
-NATIVE = Path(__file__).resolve().parents[1] / "surgeon_widgets" / "engine" / "native.py"
 
 
 def twelve_layers() -> nn.Module:
     return nn.Sequential(*[nn.Sequential(nn.Linear(32, 32), nn.Tanh()) for _ in range(6)])
 
 
-@pytest.mark.xfail(
-    NATIVE.exists(), strict=True,
-    reason="engine/native.py builds the Recorder's C loop with the system compiler on a thread",
-)  # fmt: skip
 def test_training_with_an_explorer_and_a_recorder_starts_only_listed_threads(
     tmp_path, monkeypatch
 ):

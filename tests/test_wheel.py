@@ -105,6 +105,8 @@ def test_wheel_in_a_fresh_venv_demo_needs_the_extra_then_serves(wheel, tmp_path)
     names = zipfile.ZipFile(wheel).namelist()
     for shipped in ("surgeon_widgets/static/explorer.js", "surgeon_widgets/notebooks/demo.ipynb"):
         assert shipped in names
+    # the recorder's C loop, compiled when the wheel was built (setup.py), beside its loader
+    assert [n for n in names if n.startswith("surgeon_widgets/record/_accumulate.")], names
 
     venv = tmp_path / "venv"
     assert run(sys.executable, "-m", "venv", "--without-pip", str(venv)).returncode == 0
@@ -143,6 +145,9 @@ def test_wheel_in_a_fresh_venv_demo_needs_the_extra_then_serves(wheel, tmp_path)
     assert "Traceback" not in demo.stderr + demo.stdout
     imported = run(str(python), "-c", "from surgeon_widgets import Explorer, Extract", env=env)
     assert imported.returncode == 0, imported.stderr[-2000:]
+    check = "import surgeon_widgets.record.accumulate_native as c; print(c.LIBRARY is not None)"
+    loaded = run(str(python), "-W", "error::RuntimeWarning", "-c", check, env=env)
+    assert loaded.stdout.strip() == "True", loaded.stderr[-2000:]  # loaded, its sizes agree
 
     # the demo extra, as the README says (its requirements linked in the same way)
     extra = [r.split(";")[0] for r in base if 'extra == "demo"' in r]

@@ -5,17 +5,28 @@ counts from sums[HIST], maxes[MAX] and maxes[NEG_MIN]. M2 is centred on the call
 adds total^2 / n of the call (the merge combines centred sums of any grouping exactly). A bucket
 is the one of buckets.py: the sign, exponent and top mantissa bits of (value - centre) as a
 float32. Column numbers and the bucket rule's constants come from Python (layout.py, buckets.py)
-in one int64 array, so they are defined once. */
+in one int64 array, so they are defined once.
+
+Built with the package (setup.py: an extension, loaded with ctypes, never imported as a module);
+the sizes this file assumes are exported (sw_sizes) and checked against Python's on load. */
 
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 
-enum { FINITE, NANS, ZEROS, SUM, M2, SQ, HIST, SUM_WIDTH, MAX, NEG_MIN, MAX_WIDTH, SHIFT, LOW, SIDE };
+enum { FINITE, NANS, ZEROS, SUM, M2, SQ, HIST, SUM_WIDTH, MAX, NEG_MIN, MAX_WIDTH, SHIFT, LOW, SIDE,
+       LAYOUT /* entries of the layout array */ };
 
-#define BLOCK 256
-#define MAX_BUCKETS 2048
+#define BLOCK 256    /* values per pass-2 block, and the most display bins */
+#define ROW_BUCKETS 1537 /* buckets.BUCKETS: a row's buckets (a call's counts are this wide) */
+
+/* ctypes finds only exported functions: MSVC exports none unless told */
+#ifdef _WIN32
+#define EXPORT __declspec(dllexport)
+#else
+#define EXPORT
+#endif
 
 /* The bucket of each of n <= BLOCK values (finite ones; x - centre may overflow float32: an
    IEEE narrowing gives an infinity, in the outermost bucket), in a loop the compiler
@@ -93,7 +104,7 @@ DEFINE_BUCKETS(buckets_f32, float)
             int64_t first = edge[0], width = edge[1] - edge[0] + 1;                            \
             /* fewer values than buckets between the extremes: each added to its bucket's row */ \
             int sparse = n < width;                                                            \
-            int32_t counts[2][MAX_BUCKETS], index[BLOCK];                                      \
+            int32_t counts[2][ROW_BUCKETS], index[BLOCK];                                      \
             double *row = s + L[HIST]; /* only the buckets counted: the rest stay untouched */ \
             if (!sparse) {                                                                     \
                 memset(counts[0], 0, width * sizeof(int32_t));                                 \
@@ -151,11 +162,13 @@ DEFINE_CALL(call_f64, double, buckets_f64)
 DEFINE_CALL(call_f32, float, buckets_f32)
 
 /* One call of n values into one key's rows (s: its sums row, m: its maxes row). */
-void sw_one_f64(const double *x, int64_t n, double centre, double *s, double *m, const int64_t *L) {
+EXPORT void sw_one_f64(const double *x, int64_t n, double centre, double *s, double *m,
+                       const int64_t *L) {
     call_f64(x, n, centre, s, m, L);
 }
 
-void sw_one_f32(const float *x, int64_t n, double centre, double *s, double *m, const int64_t *L) {
+EXPORT void sw_one_f32(const float *x, int64_t n, double centre, double *s, double *m,
+                       const int64_t *L) {
     call_f32(x, n, centre, s, m, L);
 }
 
@@ -175,21 +188,26 @@ static void call_at(const void *x, int64_t n, int f32, int64_t k, const Table *t
         call_f64((const double *)x, n, t->centres[k], s, m, t->L);
 }
 
-void sw_key_f32(const float *x, int64_t n, int64_t k, const Table *t) { call_at(x, n, 1, k, t); }
+EXPORT void sw_key_f32(const float *x, int64_t n, int64_t k, const Table *t) {
+    call_at(x, n, 1, k, t);
+}
 
-void sw_key_f64(const double *x, int64_t n, int64_t k, const Table *t) { call_at(x, n, 0, k, t); }
+EXPORT void sw_key_f64(const double *x, int64_t n, int64_t k, const Table *t) {
+    call_at(x, n, 0, k, t);
+}
 
 /* Many calls read in place: call c is sizes[c] values at addresses[c], float32 where f32[c]
    (else float64), of key keys[c]. */
-void sw_many(const int64_t *addresses, const int64_t *sizes, const int64_t *f32,
-             const int64_t *keys, int64_t calls, const Table *t) {
+EXPORT void sw_many(const int64_t *addresses, const int64_t *sizes, const int64_t *f32,
+                    const int64_t *keys, int64_t calls, const Table *t) {
     for (int64_t c = 0; c < calls; c++)
         call_at((const void *)(intptr_t)addresses[c], sizes[c], (int)f32[c], keys[c], t);
 }
 
 /* A batch: call c is sizes[c] values of key keys[c], one call after another in x. */
-void sw_calls_f64(const double *x, const int64_t *keys, const int64_t *sizes, int64_t calls,
-                  const double *centres, double *sums, double *maxes, const int64_t *L) {
+EXPORT void sw_calls_f64(const double *x, const int64_t *keys, const int64_t *sizes,
+                         int64_t calls, const double *centres, double *sums, double *maxes,
+                         const int64_t *L) {
     for (int64_t c = 0; c < calls; c++) {
         int64_t k = keys[c];
         call_f64(x, sizes[c], centres[k], sums + k * L[SUM_WIDTH], maxes + k * L[MAX_WIDTH], L);
@@ -203,8 +221,8 @@ void sw_calls_f64(const double *x, const int64_t *keys, const int64_t *sizes, in
    bucket j's bounds (of value - centre). Only the buckets from the min's to the max's are
    read: no value was counted outside them. A key with no finite value gets zeros, one whose min is its
    max has every value in bin 0. */
-void sw_rebin(const double *sums, const double *maxes, const double *centres, int64_t k,
-              int64_t bins, const double *edges, double *out, const int64_t *L) {
+EXPORT void sw_rebin(const double *sums, const double *maxes, const double *centres,
+                     int64_t k, int64_t bins, const double *edges, double *out, const int64_t *L) {
     const int32_t last = 2 * (int32_t)L[SIDE];
     for (int64_t r = 0; r < k; r++) {
         const double *s = sums + r * L[SUM_WIDTH], *m = maxes + r * L[MAX_WIDTH];
@@ -256,7 +274,7 @@ void sw_rebin(const double *sums, const double *maxes, const double *centres, in
 /* After a step's merge: each key's next bucket centre (its mean, or its centre where it had no
    finite value) into next, then its rows zeroed (maxes: -inf) for the next step, the buckets only
    between its min's and its max's: no value was counted outside them. */
-void sw_clear(const Table *t, int64_t k, double *next) {
+EXPORT void sw_clear(const Table *t, int64_t k, double *next) {
     const int64_t *L = t->L;
     for (int64_t r = 0; r < k; r++) {
         double *s = t->sums + r * L[SUM_WIDTH], *m = t->maxes + r * L[MAX_WIDTH];
@@ -272,3 +290,24 @@ void sw_clear(const Table *t, int64_t k, double *next) {
         for (int64_t j = 0; j < L[MAX_WIDTH]; j++) m[j] = -(double)INFINITY;
     }
 }
+
+#ifndef SOURCE_SHA256
+#define SOURCE_SHA256 "" /* setup.py defines it: the sha256 of this file as built */
+#endif
+
+/* What accumulate_native.py checks before it uses the library: the sizes above (the layout
+   entries read, a row's buckets, the most display bins, a Table's bytes) into out (n of them at
+   most; their number returned), and the sha256 of the source it was built from. */
+EXPORT int64_t sw_sizes(int64_t *out, int64_t n) {
+    const int64_t sizes[] = {LAYOUT, ROW_BUCKETS, BLOCK, (int64_t)sizeof(Table)};
+    const int64_t count = (int64_t)(sizeof sizes / sizeof sizes[0]);
+    for (int64_t i = 0; i < n && i < count; i++) out[i] = sizes[i];
+    return count;
+}
+
+EXPORT const char *sw_source(void) { return SOURCE_SHA256; }
+
+/* setuptools builds this file as a Python extension, and on Windows links it exporting
+   PyInit__accumulate: defined so that link works everywhere. The library is only ever loaded
+   with ctypes; importing it as a module would fail (no module is made: NULL). */
+EXPORT void *PyInit__accumulate(void) { return NULL; }

@@ -3,14 +3,20 @@
 The recorder's cost per key is mostly fixed overhead: a batch of small values took fifteen
 numpy calls (0.2-0.4 ms for 24 keys), a 16k-value output one compiled kernel call and a count
 (0.4 ms). ``accumulate.c`` does a call's counts, sums, centred squares, extremes and buckets
-in two passes over its values, with no temporary, for a few microseconds of fixed cost. It is
-built in the background (:class:`~..engine.native.NativeLibrary`); until then, and where no C
-compiler is found, :func:`calls` and :func:`one` answer ``False`` and the caller takes the
-numpy / torch path, which gives the same counts, extremes and buckets (sums agree to rounding).
+in two passes over its values, with no temporary, for a few microseconds of fixed cost.
+
+It is compiled when the package is built (``setup.py``: the extension ``_accumulate`` beside
+this file) and loaded here with ctypes, from this folder only, when this module is imported;
+nothing is compiled at run time. Where it is missing (installed without a C compiler) or was
+built for other sizes than Python's (:func:`load` checks those ``accumulate.c`` exports, and
+in a checkout that it was built from this ``accumulate.c``), one ``RuntimeWarning`` says so,
+:data:`LIBRARY` is ``None`` and :func:`calls` and :func:`one` answer ``False``: the caller takes
+the numpy / torch path, which gives the same counts, extremes and buckets (sums agree to
+rounding).
 
 >>> import numpy as np, torch
 >>> from surgeon_widgets.record.layout import MAX_WIDTH, SUM_WIDTH, FINITE, SUM, MAX
->>> LIBRARY.wait()
+>>> LIBRARY is not None  # built with the package
 True
 >>> sums, maxes = np.zeros((2, SUM_WIDTH)), np.full((2, MAX_WIDTH), -np.inf)
 >>> x = np.array([1.0, 2.0, 3.0, 4.0, np.nan])
@@ -31,14 +37,16 @@ from __future__ import annotations
 
 import array
 import ctypes
+import hashlib
+import warnings
+from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from ..engine.native import NativeLibrary
-from .buckets import _LOW, _SHIFT, EDGES, SIDE
+from .buckets import _LOW, _SHIFT, BUCKETS, EDGES, SIDE
 from .layout import (
     BINS,
     FINITE,
@@ -54,29 +62,97 @@ from .layout import (
     ZEROS,
 )  # fmt: skip
 
-__all__ = ["C_DTYPES", "LIBRARY", "Table", "calls", "many", "one", "rebin"]
+__all__ = ["C_DTYPES", "LIBRARY", "Table", "calls", "load", "many", "one", "rebin"]
 
 C_DTYPES = (torch.float32, torch.float64)  # what :func:`one` reads as it is
 
 _P, _N, _F = ctypes.c_void_p, ctypes.c_int64, ctypes.c_double
-LIBRARY = NativeLibrary(
-    Path(__file__).with_name("accumulate.c"),
-    {
-        "sw_key_f64": (None, [_P, _N, _N, _P]),
-        "sw_key_f32": (None, [_P, _N, _N, _P]),
-        "sw_many": (None, [_P, _P, _P, _P, _N, _P]),
-        "sw_calls_f64": (None, [_P, _P, _P, _N, _P, _P, _P, _P]),
-        "sw_rebin": (None, [_P, _P, _P, _N, _N, _P, _P, _P]),
-        "sw_clear": (None, [_P, _N, _P]),
-    },
-)
-"""The compiled loops (``LIBRARY.wait()`` builds them now; ``LIBRARY.enabled = False`` before
-the first use keeps the Python path)."""
+_FUNCTIONS = {
+    "sw_key_f64": (None, [_P, _N, _N, _P]),
+    "sw_key_f32": (None, [_P, _N, _N, _P]),
+    "sw_many": (None, [_P, _P, _P, _P, _N, _P]),
+    "sw_calls_f64": (None, [_P, _P, _P, _N, _P, _P, _P, _P]),
+    "sw_rebin": (None, [_P, _P, _P, _N, _N, _P, _P, _P]),
+    "sw_clear": (None, [_P, _N, _P]),
+}
 
 # the order of accumulate.c's enum
 _LAYOUT = np.array([FINITE, NANS, ZEROS, SUM, M2, SQ, HIST, SUM_WIDTH, MAX, NEG_MIN, MAX_WIDTH,
                     _SHIFT, _LOW, SIDE], dtype=np.int64)  # fmt: skip
 _LAYOUT_AT = _LAYOUT.ctypes.data
+_MOST_BINS = 256  # accumulate.c's BLOCK
+_TABLE_WORDS = 4  # accumulate.c's Table: the centres', sums', maxes' and layout's addresses
+_SOURCE = Path(__file__).with_name("accumulate.c")  # in a checkout (not shipped in a wheel)
+
+
+def _built() -> Path | None:
+    """The library built with the package: ``_accumulate`` with this Python's extension suffix,
+    in this module's folder (never anywhere else)."""
+    for suffix in EXTENSION_SUFFIXES:
+        path = Path(__file__).with_name(f"_accumulate{suffix}")
+        if path.is_file():
+            return path
+    return None
+
+
+def _sizes() -> dict[str, int]:
+    """What Python's tables need of ``accumulate.c``, in its ``sw_sizes`` order."""
+    return {
+        "layout entries (accumulate_native._LAYOUT)": len(_LAYOUT),
+        "buckets per row (buckets.BUCKETS)": BUCKETS,
+        "most display bins (accumulate_native._MOST_BINS)": _MOST_BINS,
+        "Table bytes (accumulate_native._TABLE_WORDS int64 words)": _TABLE_WORDS * 8,
+    }
+
+
+def load() -> Any:
+    """The C loop built with the package, as a ctypes library, its sizes checked against
+    Python's; ``None``, with one ``RuntimeWarning`` saying why, where it is missing, cannot be
+    loaded or differs."""
+    path = _built()
+    try:
+        if path is None:
+            raise FileNotFoundError(
+                f"no _accumulate{EXTENSION_SUFFIXES[0]} beside {Path(__file__).name}: "
+                "installed without a C compiler; in a checkout, build it: `pip install -e .`"
+            )
+        lib = ctypes.CDLL(str(path))
+        wrong = _differences(lib)
+        if wrong:
+            raise ValueError(f"{path.name} differs from Python: {'; '.join(wrong)}")
+        for name, (restype, argtypes) in _FUNCTIONS.items():
+            fn = getattr(lib, name)
+            fn.restype, fn.argtypes = restype, argtypes
+        return lib
+    except (OSError, AttributeError, ValueError) as error:
+        warnings.warn(
+            f"the recorder's C loop is not used, its slower numpy / torch path is: {error}",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return None
+
+
+def _differences(lib: Any) -> list[str]:
+    """How the library's sizes (and, in a checkout, its source) differ from Python's."""
+    wanted = _sizes()
+    lib.sw_sizes.restype, lib.sw_sizes.argtypes = _N, [_P, _N]
+    got = (ctypes.c_int64 * len(wanted))()
+    count = lib.sw_sizes(got, len(wanted))
+    if count != len(wanted):
+        return [f"it has {count} sizes, Python checks {len(wanted)}"]
+    wrong = [f"{name}: C {c}, Python {py}"
+             for (name, py), c in zip(wanted.items(), got) if c != py]  # fmt: skip
+    if _SOURCE.is_file():
+        lib.sw_source.restype, lib.sw_source.argtypes = ctypes.c_char_p, []
+        if lib.sw_source().decode() != hashlib.sha256(_SOURCE.read_bytes()).hexdigest():
+            wrong.append(f"built from another {_SOURCE.name} (rebuild: `pip install -e .`)")
+    return wrong
+
+
+LIBRARY: Any = load()
+"""The C loops (a ctypes library), or ``None``: the numpy / torch path everywhere. Read at each
+call: set it to ``None`` to turn the C loop off (as ``benchmarks/bench_recorder.py`` does)."""
 
 
 def _rows(a: np.ndarray | torch.Tensor, width: int) -> int | None:
@@ -100,7 +176,7 @@ def calls(
 
     ``keys`` / ``sizes``: int sequences (an ``array.array("q")`` is passed without a copy).
     """
-    lib = LIBRARY.get()
+    lib = LIBRARY
     if lib is None:
         return False
     s, m = _rows(sums, SUM_WIDTH), _rows(maxes, MAX_WIDTH)
@@ -129,7 +205,7 @@ class Table:
         if s is None or m is None or len(sums) != len(maxes):
             raise ValueError("sums and maxes must be contiguous float64 CPU tables of as many rows")
         self.keys = len(sums)
-        # accumulate.c's Table: the centres', sums' and maxes' addresses, then the layout's
+        # accumulate.c's Table (_TABLE_WORDS): the centres', sums', maxes' and layout's addresses
         self._words = np.array([0, s, m, _LAYOUT_AT], dtype=np.int64)
         self.address = self._words.ctypes.data
         self._bins = np.zeros((self.keys, BINS))
@@ -144,8 +220,8 @@ class Table:
 
     def display_bins(self) -> np.ndarray | None:
         """:func:`rebin` of the tables as they are now (``[k, BINS]``, overwritten by the next
-        call); ``None`` when the C loop is not built."""
-        lib = LIBRARY.get()
+        call); ``None`` when the C loop is not loaded."""
+        lib = LIBRARY
         if lib is None:
             return None
         s, m, c, out, _ = self._at
@@ -156,8 +232,8 @@ class Table:
         """Zero the tables for the next step (maxes: -inf), touching only each key's buckets
         between its min and max; first each key's next centre (``.merge.next_centres``: its
         mean, or its centre where it had no finite value), returned. ``None``: the C loop is not
-        built (nothing done)."""
-        lib = LIBRARY.get()
+        loaded (nothing done)."""
+        lib = LIBRARY
         if lib is None:
             return None
         lib.sw_clear(self.address, self.keys, self._at[4])
@@ -167,7 +243,7 @@ class Table:
 def one(values: torch.Tensor, key: int, table: Table) -> bool:
     """One call of ``values`` (a contiguous CPU float32 / float64 tensor, any shape) into key
     ``key`` of ``table``; ``False`` (nothing added) when it cannot run."""
-    lib = LIBRARY.get()
+    lib = LIBRARY
     f32 = None if lib is None else _float32(values)
     if f32 is None:
         return False
@@ -178,8 +254,8 @@ def one(values: torch.Tensor, key: int, table: Table) -> bool:
 
 def many(values: list[torch.Tensor], keys: list[int], table: Table) -> list[int]:
     """:func:`one` for each of ``values`` (call ``i`` of key ``keys[i]``), in one C call; the
-    positions of those it could not add (all of them where the C loop is not built)."""
-    lib = LIBRARY.get()
+    positions of those it could not add (all of them where the C loop is not loaded)."""
+    lib = LIBRARY
     if lib is None:
         return list(range(len(values)))
     left, at, sizes, f32s, rows = [], [], [], [], []
@@ -206,7 +282,7 @@ def rebin(sums: np.ndarray, maxes: np.ndarray, centres: np.ndarray, out: np.ndar
     each key's bucket ``centres``; ``[min, max]`` and the count from them) into
     ``out[k, bins]``, reading only the buckets between each key's min and max; ``False``
     (nothing written) when it cannot run."""
-    lib = LIBRARY.get()
+    lib = LIBRARY
     s, m = _rows(sums, SUM_WIDTH), _rows(maxes, MAX_WIDTH)
     k, bins = out.shape
     if lib is None or s is None or m is None or not 0 < bins <= _MOST_BINS:
@@ -220,7 +296,6 @@ def rebin(sums: np.ndarray, maxes: np.ndarray, centres: np.ndarray, out: np.ndar
     return True
 
 
-_MOST_BINS = 256  # accumulate.c's BLOCK
 _EDGES = np.ascontiguousarray(EDGES, dtype=np.float64)
 _EDGES_AT = _EDGES.ctypes.data
 

@@ -41,7 +41,6 @@ from ..engine.module_tree import module_rows
 from ..engine.naming import UnknownNameError
 from ..engine.registry import HookRegistry
 from ..engine.wrappers import unwrap
-from .accumulate_native import LIBRARY
 from .collect import RankMismatchError, distributed, layer_hash
 from .cost import RecorderCost
 from .exchange import Merges, bucket_device
@@ -174,8 +173,6 @@ class Recorder:
                               self._group if self._group is not None else group, self._board,
                               self._hash,
                               self._merged if self._rank == writer else None)  # fmt: skip
-        if self._device.type == "cpu":
-            LIBRARY.get()  # the C loop builds meanwhile
         self._grad_hooks = HookRegistry("Recorder gradients")
         self._intake = Intake(self.keys, self._grad_hooks, self.cost)
         self._intake.buckets = self._merges.current

@@ -11,8 +11,8 @@ from torch import nn
 
 from surgeon_widgets import Recorder, read_run
 from surgeon_widgets.record import accumulate as acc
+from surgeon_widgets.record import accumulate_native
 from surgeon_widgets.record import batch as batch_module
-from surgeon_widgets.record.accumulate_native import LIBRARY
 from surgeon_widgets.record.batch import HOST_BATCH, Batch
 from surgeon_widgets.record.layout import HIST, M2, MAX_WIDTH, SQ, SUM_WIDTH
 
@@ -92,7 +92,7 @@ def test_a_full_batch_refuses_a_value_and_drop_keeps_the_other_keys(monkeypatch)
 def test_records_of_a_batch_that_overflows_equal_those_with_room(tmp_path, monkeypatch):
     # 6 layers of 4 x 16 outputs and their gradients: 768 values a step, in a buffer of 100 the
     # recorder reduces at the hook whenever the next value does not fit (batched: no C loop)
-    monkeypatch.setattr(LIBRARY, "get", lambda: None)
+    monkeypatch.setattr(accumulate_native, "LIBRARY", None)
 
     def run(folder):
         torch.manual_seed(0)

@@ -1,9 +1,12 @@
-"""record/accumulate_native.py (and engine/native.py): the C loop gives the torch path's numbers."""
+"""record/accumulate_native.py: the C loop built with the package gives the torch path's numbers;
+a library that is missing or differs from Python's sizes is refused, with one warning."""
 
 from __future__ import annotations
 
+import ctypes
 import math
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,10 +14,9 @@ import torch
 from torch import nn
 
 from surgeon_widgets import Recorder, read_run
-from surgeon_widgets.engine import native
 from surgeon_widgets.record import accumulate as acc
 from surgeon_widgets.record import accumulate_native as c_loop
-from surgeon_widgets.record.buckets import rebin
+from surgeon_widgets.record.buckets import BUCKETS, rebin
 from surgeon_widgets.record.layout import (
     BINS,
     FINITE,
@@ -30,7 +32,7 @@ from surgeon_widgets.record.layout import (
 
 @pytest.fixture(scope="module", autouse=True)
 def _built():
-    assert c_loop.LIBRARY.wait(), "the C loop did not build (see the RuntimeWarning)"
+    assert c_loop.LIBRARY is not None, "the C loop was not built with the package: see the warning"
 
 
 def _buckets(k: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -148,7 +150,7 @@ def test_records_with_and_without_the_c_loop_agree(tmp_path, monkeypatch):
         return read_run(folder)
 
     fast = run(tmp_path / "c")
-    monkeypatch.setattr(c_loop.LIBRARY, "get", lambda: None)
+    monkeypatch.setattr(c_loop, "LIBRARY", None)
     slow = run(tmp_path / "python")
     compared = 0
     for layer in fast.layers:
@@ -165,35 +167,63 @@ def test_records_with_and_without_the_c_loop_agree(tmp_path, monkeypatch):
     assert compared >= 3 * 14  # outputs, gradients, weights and their gradients of 7 layers
 
 
-def test_without_a_compiler_the_python_path_stays_with_one_warning(tmp_path, monkeypatch):
-    monkeypatch.setenv("SURGEON_WIDGETS_CACHE", str(tmp_path / "cache"))
-    source = tmp_path / "twice.c"
-    source.write_text("long twice(long x) { return 2 * x; }")
-    import ctypes
+def _loaded() -> tuple[object, list[str]]:
+    """:func:`c_loop.load` again, and the warnings it gave."""
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        lib = c_loop.load()
+    return lib, [str(w.message) for w in seen if w.category is RuntimeWarning]
 
-    functions = {"twice": (ctypes.c_long, [ctypes.c_long])}
-    lib = native.NativeLibrary(source, functions)
-    assert lib.wait() and lib.get().twice(21) == 42
-    built = list((tmp_path / "cache").iterdir())
-    assert len(built) == 1 and built[0].suffix == ".so"
-    made = built[0].stat().st_mtime_ns
-    again = native.NativeLibrary(source, functions)  # the same source: loaded from the cache
-    assert again.wait() and again.get().twice(2) == 4
-    assert list((tmp_path / "cache").iterdir()) == built and built[0].stat().st_mtime_ns == made
-    monkeypatch.setattr(native, "_compiler", lambda: None)
-    source.write_text("long twice(long x) { return 3 * x; }")  # another source, no compiler
-    with warnings.catch_warnings(record=True) as seen:
-        warnings.simplefilter("always")
-        missing = native.NativeLibrary(source, functions)
-        assert not missing.wait() and missing.get() is None
-    assert [str(w.message) for w in seen if "no C compiler" in str(w.message)], seen
-    monkeypatch.undo()
-    monkeypatch.setenv("SURGEON_WIDGETS_CACHE", str(tmp_path / "cache"))
-    source.write_text("long twice(long x) { return 2 * x }")  # a syntax error
-    with warnings.catch_warnings(record=True) as seen:
-        warnings.simplefilter("always")
-        broken = native.NativeLibrary(source, functions)
-        assert not broken.wait() and broken.get() is None
-    assert any("could not be built" in str(w.message) and "error" in str(w.message)
-               for w in seen), [str(w.message) for w in seen]  # fmt: skip
-    assert not native.NativeLibrary(source, functions, enabled=False).wait()
+
+def test_the_library_is_the_one_beside_the_module_and_its_sizes_agree():
+    path = c_loop._built()
+    assert path is not None and path.parent == Path(c_loop.__file__).parent
+    assert path.name.startswith("_accumulate.")
+    lib, warned = _loaded()
+    assert lib is not None and warned == []
+    assert lib.sw_sizes(None, 0) == len(c_loop._sizes())  # asked for none: says how many
+    got = (ctypes.c_int64 * 4)()
+    lib.sw_sizes(got, 4)
+    assert list(got) == [14, BUCKETS, 256, 32]
+
+
+@pytest.mark.parametrize(
+    "name, value, named",
+    [
+        ("BUCKETS", BUCKETS + 8, f"(buckets.BUCKETS): C {BUCKETS}, Python {BUCKETS + 8}"),
+        ("_MOST_BINS", 128, "most display bins"),
+        ("_TABLE_WORDS", 5, "Table bytes"),
+        ("_LAYOUT", np.zeros(15, dtype=np.int64), "layout entries"),
+    ],
+)
+def test_sizes_that_differ_refuse_the_library_and_the_python_path_runs(
+    name, value, named, monkeypatch
+):
+    monkeypatch.setattr(c_loop, name, value)
+    lib, warned = _loaded()
+    assert lib is None
+    assert len(warned) == 1 and named in warned[0] and "numpy / torch path" in warned[0], warned
+    # what the recorder does then: every entry point says "not done", the numpy path takes over
+    monkeypatch.setattr(c_loop, "LIBRARY", lib)
+    sums, maxes = _buckets(1)
+    table = c_loop.Table(sums, maxes, np.zeros(1))
+    assert not c_loop.one(torch.ones(3), 0, table)
+    assert c_loop.many([torch.ones(3)], [0], table) == [0]
+    assert table.clear() is None and table.display_bins() is None
+    assert not c_loop.calls(sums.numpy(), maxes.numpy(), np.ones(3), [0], [3], np.zeros(1))
+    assert sums.abs().sum() == 0
+
+
+def test_a_library_built_from_another_source_is_refused(tmp_path, monkeypatch):
+    source = tmp_path / "accumulate.c"
+    source.write_bytes(c_loop._SOURCE.read_bytes() + b"\n/* edited since the build */\n")
+    monkeypatch.setattr(c_loop, "_SOURCE", source)
+    lib, warned = _loaded()
+    assert lib is None and len(warned) == 1 and "built from another accumulate.c" in warned[0]
+
+
+def test_without_the_built_library_the_python_path_runs_with_one_warning(monkeypatch):
+    monkeypatch.setattr(c_loop, "_built", lambda: None)
+    lib, warned = _loaded()
+    assert lib is None
+    assert len(warned) == 1 and "installed without a C compiler" in warned[0], warned
