@@ -13,7 +13,6 @@ from torch import nn
 
 from surgeon_widgets.engine import guard, tracing
 from surgeon_widgets.engine.registry import live_hooks
-from surgeon_widgets.widget import explorer as explorer_module
 from surgeon_widgets.widget.explorer import TRACING, Explorer
 from surgeon_widgets.widget.runtime.handover import Handover
 
@@ -36,28 +35,6 @@ def on_thread(fn, *args) -> None:
     thread.start()
     thread.join()
     assert not errors, errors
-
-
-class Loop:
-    """The kernel's main loop as a test drives it: what is scheduled runs when a cell ends."""
-
-    def __init__(self) -> None:
-        self.callbacks: list = []
-
-    def add_callback(self, fn) -> None:  # any thread, as tornado's
-        self.callbacks.append(fn)
-
-    def cell_ends(self) -> None:
-        while self.callbacks:
-            self.callbacks.pop(0)()
-
-
-@pytest.fixture
-def loop(monkeypatch) -> Loop:
-    """Explorers made in the test see a kernel's main loop (``Loop``)."""
-    made = Loop()
-    monkeypatch.setattr(explorer_module, "main_loop_scheduler", lambda: made.add_callback)
-    return made
 
 
 class Traces:

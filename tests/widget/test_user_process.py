@@ -14,7 +14,6 @@ import torch
 from torch import nn
 
 from surgeon_widgets.engine import tracing
-from surgeon_widgets.widget import explorer as explorer_module
 from surgeon_widgets.widget.explorer import TRACING, Explorer
 
 STILL = "surgeon-widgets still"  # the one thread of ours an Explorer may start (when shown)
@@ -25,27 +24,6 @@ def mlp(width: int = 16, depth: int = 2) -> nn.Sequential:
     for _ in range(depth - 1):
         layers += [nn.Linear(width, width), nn.ReLU()]
     return nn.Sequential(*layers, nn.Linear(width, 4))
-
-
-class Loop:
-    """The kernel's main loop as a test drives it: what is scheduled runs when a cell ends."""
-
-    def __init__(self) -> None:
-        self.callbacks: list = []
-
-    def add_callback(self, fn) -> None:  # any thread, as tornado's
-        self.callbacks.append(fn)
-
-    def cell_ends(self) -> None:
-        while self.callbacks:
-            self.callbacks.pop(0)()
-
-
-@pytest.fixture
-def loop(monkeypatch) -> Loop:
-    made = Loop()
-    monkeypatch.setattr(explorer_module, "main_loop_scheduler", lambda: made.add_callback)
-    return made
 
 
 @pytest.fixture(autouse=True)
