@@ -124,6 +124,13 @@ def name_other_layers(group: Any, keys: list[str], every: int) -> None:
         )
 
 
+# what every step-count disagreement tells the user, wherever it is found
+_MISCOUNT = (
+    "One rank called rec.step() more or fewer times than the others; pass your own step "
+    "number, rec.step(step), to catch a skipped step in the next rec.step()."
+)
+
+
 class Board:
     """Notes of one Recorder's ranks in the job's store: each rank's last step, one error."""
 
@@ -170,9 +177,7 @@ class Board:
         head = ("ranks disagree on the step number" if differ
                 else "the other ranks did not join this step")  # fmt: skip
         return (f"{head}: rank {self.rank} is at rec.step() of step {step}, {where} (it did not "
-                f"join: {cause}). One rank called rec.step() more or fewer times than the "
-                "others; pass your own step number, rec.step(step), to catch a skipped step in "
-                "the next rec.step().")  # fmt: skip
+                f"join: {cause}). {_MISCOUNT}")  # fmt: skip
 
     def agree_at_close(self, steps: int, last: int, failed: bool, wait: float) -> str | None:
         """Post how many steps this rank took (``failed``: it closes with an error and does not
@@ -198,9 +203,7 @@ class Board:
             return None
         where = ", ".join(f"rank {r} after {n} rec.step() calls (last step {n - 1})"
                           for r, n in counts.items())  # fmt: skip
-        self.report(f"ranks disagree on the number of steps: they closed at {where}. One rank "
-                    "called rec.step() more or fewer times than the others; pass your own step "
-                    "number, rec.step(step), to catch it in the next rec.step().")  # fmt: skip
+        self.report(f"ranks disagree on the number of steps: they closed at {where}. {_MISCOUNT}")
         return self.failure()
 
     def _wait_for(self, name: str, wait: float, last: int | None = None) -> dict[int, str] | None:
@@ -219,9 +222,7 @@ class Board:
             if ahead:
                 where = ", ".join(f"rank {r} is at step {s}" for r, s in ahead.items())
                 self.report(f"ranks disagree on the number of steps: rank {self.rank} closed "
-                            f"after step {last}, {where}. One rank called rec.step() more or "
-                            "fewer times than the others; pass your own step number, "
-                            "rec.step(step), to catch it in the next rec.step().")  # fmt: skip
+                            f"after step {last}, {where}. {_MISCOUNT}")  # fmt: skip
                 return None
             if time.monotonic() > deadline:
                 missing = [r for r, v in notes.items() if v is None]
