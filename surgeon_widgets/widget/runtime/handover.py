@@ -253,8 +253,8 @@ class Handover:
             dropped = bool(self._later)
             self._later.clear()
         self.poll = None
-        if dropped and self._waiting is not None:
-            self._waiting(False)
+        if dropped:
+            self._tell_waiting()
 
 
 _messages = itertools.count()
