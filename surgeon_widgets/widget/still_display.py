@@ -17,9 +17,12 @@ renderer has no fallback). So the picture is an output of its own, after the wid
 Explorer view (live, or the snapshot of saved widget state: no picture twice), and the widget
 output while it draws none (its error line, an empty box, its text). It needs CSS ``:has()``
 (Chromium 105, Firefox 121, Safari 15.4) and the JupyterLab output classes that JupyterLab,
-Notebook 7 and ``nbconvert --to html`` (lab template) write; an untrusted notebook strips the
-``<style>`` and shows the picture below the widget's text, as a front end without these classes
-does. The picture is in the file once (``image/png``): the marker holds no copy.
+Notebook 7 and ``nbconvert --to html`` (lab template) write. Measured (headless Chromium,
+``tests/browser/test_e2e_saved_picture.py``): live, the picture is hidden; reopened with a
+fresh kernel or with none, and in ``nbconvert --to html`` offline with or without widget
+state, only the painted picture shows; untrusted, the sanitizer drops the ``<style>`` and the
+widget output's ``text/plain`` shows above the picture, as in a front end without these
+classes or ``:has()``. The picture is in the file once (``image/png``): the marker holds none.
 
 >>> bundle = picture_bundle(b"\\x89PNG", "Explorer(M, 2 layers, selected=['fc'], last step 9)")
 >>> sorted(bundle), bundle["text/plain"][-12:]

@@ -15,9 +15,12 @@ import os
 import urllib.request
 from pathlib import Path
 
+import nbformat
 import numpy as np
+from nbconvert import HTMLExporter
 from PIL import Image
 from support.browser import page_errors
+from support.executed import executed
 from support.models import SomeModel
 from support.notebook_page import (
     HISTOGRAM_PAINTED,
@@ -48,18 +51,19 @@ PICTURE = f".jp-OutputArea-child:has(.{MARKER}) + .jp-OutputArea-child"
 WIDGET = f".jp-OutputArea-child:has(+ .jp-OutputArea-child .{MARKER})"
 BAR = (0x4C, 0x72, 0xB0)  # the histogram bars' colour (views/figures.py)
 
+CELL0 = "window.jupyterapp.shell.currentWidget.content.model.cells.get(0)"
 # cell 0's picture output as the front end holds it: its text/plain
-PICTURE_TEXT = """() => {
-    const outputs = window.jupyterapp.shell.currentWidget.content.model.cells.get(0).outputs;
+PICTURE_TEXT = f"""() => {{
+    const outputs = {CELL0}.outputs;
     return outputs.length > 2 ? outputs.get(2).data['text/plain'] : null;
-}"""
+}}"""
 KERNEL_GONE = "() => !window.jupyterapp.shell.currentWidget.sessionContext.session?.kernel"
 
 
-def painted(page) -> float:
-    """Share of the picture output's image region painted in the bars' colour, as the page
-    shows it (pixels of a screenshot, not the data)."""
-    image = page.locator(f"{PICTURE} img")
+def painted(page, index: int = 0) -> float:
+    """Share of picture output ``index``'s image region painted in the bars' colour, as the
+    page shows it (pixels of a screenshot, not the data)."""
+    image = page.locator(f"{PICTURE} img").nth(index)
     image.wait_for(state="visible", timeout=30_000)
     pixels = np.asarray(Image.open(io.BytesIO(image.screenshot())).convert("RGB")).astype(int)
     return float((np.abs(pixels - BAR).sum(-1) < 40).mean())
@@ -111,7 +115,41 @@ def assert_picture_alone(page) -> None:
     assert painted(page) > 0.03, "painted histogram bars, not text"
 
 
-def test_a_notebook_saved_with_default_settings_shows_the_last_picture(browser, jupyter_app):
+def html_shows_the_picture(chromium, nb: dict, text: str, shot: str) -> None:
+    """``nbconvert --to html`` of ``nb`` opened offline (every request is aborted: the page's
+    require.js, MathJax and widget manager from CDNs do not load) shows the picture named
+    ``text`` painted, and hides the widget's output."""
+    html, _ = HTMLExporter().from_notebook_node(nbformat.from_dict(nb))
+    assert text in json.dumps(nb) and html.count(f'class="{MARKER}"') >= 1
+    context = chromium.new_context(viewport={"width": 1000, "height": 900})
+    context.route("**/*", lambda route: route.abort())  # offline, as the issue read it
+    try:
+        page = context.new_page()
+        page.set_content(html, wait_until="load")
+        pictures = sum(MARKER in json.dumps(c.get("outputs", [])) for c in nb["cells"])
+        assert page.locator(PICTURE).count() == pictures
+        for index in range(pictures):
+            assert painted(page, index) > 0.03, "painted histogram bars, not text"
+            assert not page.locator(WIDGET).nth(index).is_visible()
+        folder = os.environ.get("SW_SHOTS")
+        if folder:
+            page.screenshot(path=f"{folder}/{shot}.png", full_page=True)
+    finally:
+        context.close()
+
+
+def test_nbconvert_html_shows_the_last_picture_offline(chromium):
+    nb = executed()  # nbclient saves the widget state; JupyterLab by default does not
+    bare = {**nb, "metadata": {k: v for k, v in nb.metadata.items() if k != "widgets"}}
+    last = nb.cells[0].outputs[2]["data"]["text/plain"]
+    assert last.endswith("last step 4)")
+    html_shows_the_picture(chromium, nb, last, "nbconvert-with-widget-state")
+    html_shows_the_picture(chromium, bare, last, "nbconvert-without-widget-state")
+
+
+def test_a_notebook_saved_with_default_settings_shows_the_last_picture(
+    browser, chromium, jupyter_app
+):
     app, base = jupyter_app
     name = f"saved_picture_{app}.ipynb"
     with notebook_page(browser, base, app, name, CELLS) as (page, errors):
@@ -126,9 +164,7 @@ def test_a_notebook_saved_with_default_settings_shows_the_last_picture(browser, 
         assert page.locator(WIDGET).is_visible()
         shoot(page, f"{app}-1-live")
         page.evaluate("() => window.jupyterapp.commands.execute('docmanager:save')")
-        page.wait_for_function(
-            "() => !window.jupyterapp.shell.currentWidget.context.model.dirty"
-        )
+        page.wait_for_function("() => !window.jupyterapp.shell.currentWidget.context.model.dirty")
         page.evaluate("() => window.jupyterapp.shell.currentWidget.sessionContext.shutdown()")
         page.wait_for_function(KERNEL_GONE)
         assert errors == [], errors
@@ -139,6 +175,7 @@ def test_a_notebook_saved_with_default_settings_shows_the_last_picture(browser, 
     assert picture["data"]["text/plain"].endswith(LAST)
     assert "image/png" not in widget["data"] and MARKER in marker["data"]["text/html"]
     print(f"saved outputs: {len(json.dumps(saved['cells'][0]['outputs']))} bytes")
+    html_shows_the_picture(chromium, saved, picture["data"]["text/plain"], f"{app}-nbconvert")
 
     with reopened(browser, base, app, name) as (page, errors):
         # a fresh kernel that holds no Explorer: ipywidgets finds no model for the output
@@ -151,4 +188,17 @@ def test_a_notebook_saved_with_default_settings_shows_the_last_picture(browser, 
         page.wait_for_timeout(1000)  # what the page does once the kernel went
         assert_picture_alone(page)
         shoot(page, f"{app}-3-no-kernel")
+        assert errors == [], errors
+
+    # an untrusted copy (not saved by its user): the widget output shows its text/plain (the
+    # widget-view renderer is not "safe"), the sanitizer drops the marker's <style>
+    saved["cells"][1]["source"] += "\n# a copy"
+    for cell in saved["cells"]:
+        cell["metadata"].pop("trusted", None)  # what a file from elsewhere lacks
+    with notebook_page(browser, base, app, f"untrusted_{name}", saved) as (page, errors):
+        page.locator(PICTURE).wait_for(state="visible")
+        assert page.evaluate(f"() => {CELL0}.trusted") is False
+        assert page.locator(WIDGET).inner_text() == "Explorer(SomeModel, 3 layers)"
+        assert painted(page) > 0.03
+        shoot(page, f"{app}-4-untrusted")
         assert errors == [], errors
