@@ -133,7 +133,10 @@ def html_shows_the_picture(chromium, nb: dict, text: str, shot: str) -> None:
             assert not page.locator(WIDGET).nth(index).is_visible()
         folder = os.environ.get("SW_SHOTS")
         if folder:
-            page.screenshot(path=f"{folder}/{shot}.png", full_page=True)
+            page.screenshot(path=f"{folder}/{shot}-light.png", full_page=True)
+            dark, _ = HTMLExporter(theme="dark").from_notebook_node(nbformat.from_dict(nb))
+            page.set_content(dark, wait_until="load")
+            page.screenshot(path=f"{folder}/{shot}-dark.png", full_page=True)
     finally:
         context.close()
 
