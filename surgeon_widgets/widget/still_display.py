@@ -14,8 +14,9 @@ renderer has no fallback). So the picture is an output of its own, after the wid
    while a live view is open.
 
 :data:`STYLE` hides the marker, the picture while the widget output beside it draws an
-Explorer view (live, or the snapshot of saved widget state: no picture twice), and the widget
-output while it draws none (its error line, an empty box, its text). It needs CSS ``:has()``
+Explorer view (live, or the snapshot of saved widget state: no picture twice; not the "Explorer
+closed" line, under which the last picture stays), and the widget output while it draws none
+(its error line, an empty box, its text). It needs CSS ``:has()``
 (Chromium 105, Firefox 121, Safari 15.4) and the JupyterLab output classes that JupyterLab,
 Notebook 7 and ``nbconvert --to html`` (lab template) write. Measured (headless Chromium,
 ``tests/browser/test_e2e_saved_picture.py``): live, the picture is hidden; reopened with a
@@ -44,7 +45,7 @@ _VIEW = ".sw-explorer"  # the root of every Explorer view (js/src/index.js, snap
 STYLE = (
     f"{_MARKED}{{display:none}}"
     f"{_CHILD}:has(+ {_CHILD} .{MARKER}):not(:has({_VIEW})){{display:none}}"  # no nested :has
-    f"{_CHILD}:has({_VIEW}) + {_MARKED} + {_CHILD}{{display:none}}"
+    f"{_CHILD}:has({_VIEW}:not(.sw-closed)) + {_MARKED} + {_CHILD}{{display:none}}"
 )
 
 

@@ -45,6 +45,7 @@ model = SomeModel()
 explorer = Explorer(model, selected=["layer2"], max_rate=0)
 explorer""",
     f"for _ in range({TRAIN_STEPS}):\n    model(torch.randn(64, 5))\nprint('trained')",
+    "explorer.close()",
 ]
 LAST = f"last step {TRAIN_STEPS - 1})"
 PICTURE = f".jp-OutputArea-child:has(.{MARKER}) + .jp-OutputArea-child"
@@ -158,6 +159,9 @@ def test_a_notebook_saved_with_default_settings_shows_the_last_picture(
     with notebook_page(browser, base, app, name, CELLS) as (page, errors):
         page.evaluate(RUN_CELL, 0)
         page.locator(".sw-explorer").wait_for(timeout=90_000)  # kernel start + torch import
+        page.wait_for_function(f"() => ({PICTURE_TEXT})() !== null")
+        first = page.evaluate(f"() => {CELL0}.outputs.get(2).data")
+        assert first["text/plain"].endswith("nothing recorded yet)")
         page.evaluate(RUN_CELL, 1)
         page.locator(".jp-OutputArea-output", has_text="trained").wait_for(timeout=30_000)
         page.wait_for_function(HISTOGRAM_PAINTED, arg=[0, "layer2"], timeout=20_000)
@@ -168,6 +172,10 @@ def test_a_notebook_saved_with_default_settings_shows_the_last_picture(
         shoot(page, f"{app}-1-live")
         page.evaluate("() => window.jupyterapp.commands.execute('docmanager:save')")
         page.wait_for_function("() => !window.jupyterapp.shell.currentWidget.context.model.dirty")
+        page.evaluate(RUN_CELL, 2)  # closed (after the save): its line, the last picture under it
+        page.locator(".sw-explorer.sw-closed").wait_for()
+        page.locator(PICTURE).wait_for(state="visible")
+        assert painted(page) > 0.03
         page.evaluate("() => window.jupyterapp.shell.currentWidget.sessionContext.shutdown()")
         page.wait_for_function(KERNEL_GONE)
         assert errors == [], errors
@@ -176,6 +184,7 @@ def test_a_notebook_saved_with_default_settings_shows_the_last_picture(
     assert "widgets" not in saved["metadata"]  # the default: no widget state saved
     widget, marker, picture = saved["cells"][0]["outputs"]
     assert picture["data"]["text/plain"].endswith(LAST)
+    assert picture["data"]["image/png"] != first["image/png"]  # not the first display's
     assert "image/png" not in widget["data"] and MARKER in marker["data"]["text/html"]
     print(f"saved outputs: {len(json.dumps(saved['cells'][0]['outputs']))} bytes")
     html_shows_the_picture(chromium, saved, picture["data"]["text/plain"], f"{app}-nbconvert")
