@@ -16,7 +16,8 @@ renderer has no fallback). So the picture is an output of its own, after the wid
 :data:`STYLE` hides the marker, the picture while the widget output beside it draws an
 Explorer view (live, or the snapshot of saved widget state: no picture twice; not the "Explorer
 closed" line, under which the last picture stays), and the widget output while it draws none
-(its error line, an empty box, its text). It needs CSS ``:has()``
+(its "model not found" line, an empty box, its text; not the box of a view that failed).
+Nested ``:has()`` is invalid CSS: the rules never need it. It needs CSS ``:has()``
 (Chromium 105, Firefox 121, Safari 15.4) and the JupyterLab output classes that JupyterLab,
 Notebook 7 and ``nbconvert --to html`` (lab template) write. Measured (headless Chromium,
 ``tests/browser/test_e2e_saved_picture.py``): live, the picture is hidden; reopened with a
@@ -42,9 +43,10 @@ MARKER = "surgeon-widgets-still"  # the class of the marker output's element
 _CHILD = ".jp-OutputArea-child"
 _MARKED = f"{_CHILD}:has(.{MARKER})"
 _VIEW = ".sw-explorer"  # the root of every Explorer view (js/src/index.js, snapshot.js)
+_FAILED = ".jupyter-widgets-error-widget"  # ipywidgets' box for a view that failed: kept
 STYLE = (
     f"{_MARKED}{{display:none}}"
-    f"{_CHILD}:has(+ {_CHILD} .{MARKER}):not(:has({_VIEW})){{display:none}}"  # no nested :has
+    f"{_CHILD}:has(+ {_CHILD} .{MARKER}):not(:has({_VIEW}, {_FAILED})){{display:none}}"
     f"{_CHILD}:has({_VIEW}:not(.sw-closed)) + {_MARKED} + {_CHILD}{{display:none}}"
 )
 
