@@ -29,6 +29,7 @@ from ..engine.naming import closest
 from ..engine.tracing import ExampleInputs
 from ..engine.wrappers import unwrap
 from ..record.run_log import RunLog
+from . import still_display
 from .front_end import FrontEnd
 from .history import History, NonFinite, Record, Series
 from .live.recompile_status import RecompileStatus
@@ -295,7 +296,7 @@ class Explorer(ShownLater, FrontEnd):
         return proposal["value"]
 
     def __repr__(self) -> str:
-        head = f"Explorer({type(self._model).__name__}, {len(self._tree.layers)} layers"
+        head = self._head()
         if self.closed:
             return f"{head}, closed)"
         hooks, attention = len(self._live.activations.registry), len(self._live.attention.registry)
@@ -304,21 +305,34 @@ class Explorer(ShownLater, FrontEnd):
     def _repr_mimebundle_(self, **kwargs: Any) -> dict | tuple | None:
         if self.comm is None and self.closed:
             return None  # as ipywidgets shows a closed widget: its text repr
-        return self._publish_still(self._render_still())
+        still = self._render_still()
+        self.snapshot = still.state
+        return still_bundle(super()._repr_mimebundle_(), still)  # reads model_id: opens the comm
 
     def _ipython_display_(self, **kwargs: Any) -> None:
-        """IPython shows it as a display with an id, so the static picture follows the data."""
-        self._still.show(self._repr_mimebundle_() or {"text/plain": repr(self)})
+        """IPython shows the widget, then its picture as an output of its own that follows
+        the data (``still_display``: what a notebook saved without widget state shows)."""
+        if self.comm is None and self.closed:
+            notebook.publish({"text/plain": repr(self)}, self._still.display_id)
+            return
+        picture = self._publish_still(self._render_still())
+        bundle = super()._repr_mimebundle_()  # reads model_id: opens the comm
+        data, metadata = bundle if isinstance(bundle, tuple) else (bundle or {}, None)
+        data = {**data, "text/plain": self._head() + ")"}
+        widget = data if metadata is None else (data, metadata)
+        self._still.show(widget, picture, still_display.marker_bundle())
+
+    def _head(self) -> str:
+        return f"Explorer({type(self._model).__name__}, {len(self._tree.layers)} layers"
 
     def _render_still(self) -> Still:  # any thread: see runtime.still_output
         chosen = set(self.selected)
         layers = [r["name"] for r in self._tree.module_rows if r["name"] in chosen]  # as panels
-        head = f"Explorer({type(self._model).__name__}, {len(self._tree.layers)} layers"
-        return render_still(self._history, layers, self._live.attention.maps(layers), head)
+        return render_still(self._history, layers, self._live.attention.maps(layers), self._head())
 
-    def _publish_still(self, still: Still) -> dict | tuple:
+    def _publish_still(self, still: Still) -> dict:
         self.snapshot = still.state
-        return still_bundle(super()._repr_mimebundle_(), still)  # reads model_id: opens the comm
+        return still_display.picture_bundle(still.png, still.text)
 
     def _send_attention(self, content: dict, buffers: list[bytes]) -> None:
         self.send(content, buffers)
@@ -450,7 +464,6 @@ class Explorer(ShownLater, FrontEnd):
         if kind != "hello" and self.read_only:  # a read-only view's buttons are off too
             return
         if kind == "hello":  # a new view: everything it missed
-            self._still.viewed = True  # its output now updates by the state, not the display
             self.send(*history_snapshot(self._history))
             self._live.attention.resend()
         elif kind == "insert_cell":

@@ -4,10 +4,19 @@ waits for the kernel."""
 
 from __future__ import annotations
 
+import os
+
 from support.executed import executed
 from support.notebook_page import HISTOGRAM_PAINTED, notebook_page
 
+from surgeon_widgets.widget.still_display import MARKER
+
 NOTE = ".sw-explorer.sw-snapshot .sw-snapshot-note"
+# the ::before display of every view ipywidgets marks as disconnected that holds a snapshot
+GLYPHS = """() => [...document.querySelectorAll('.jupyter-widgets-disconnected')]
+    .filter((e) => e.querySelector('.sw-snapshot'))
+    .map((e) => getComputedStyle(e, '::before').display)"""
+PICTURE = f".jp-OutputArea-child:has(.{MARKER}) + .jp-OutputArea-child"
 
 
 def test_saved_notebook_reopened_without_an_explorer_paints_the_snapshot(browser, jupyterlab):
@@ -17,7 +26,8 @@ def test_saved_notebook_reopened_without_an_explorer_paints_the_snapshot(browser
         note.first.wait_for(timeout=60_000)  # the saved state renders once the kernel is connected
         page.wait_for_function(f"() => document.querySelectorAll('{NOTE}').length === 2")
         assert note.all_inner_texts() == [
-            "snapshot at step 4 · train, no kernel", "snapshot at step 2 · train, no kernel",
+            "snapshot at step 4 · train, no kernel",
+            "snapshot at step 2 · train, no kernel",
         ]
         page.wait_for_function(HISTOGRAM_PAINTED, arg=[0, "layer2"], timeout=10_000)
         page.wait_for_function(HISTOGRAM_PAINTED, arg=[1, "layer1"], timeout=10_000)
@@ -34,4 +44,12 @@ def test_saved_notebook_reopened_without_an_explorer_paints_the_snapshot(browser
         for control in (".sw-gradients", ".sw-rate", ".sw-remove-hooks", "input.sw-params"):
             assert first.locator(control).first.is_disabled(), control
         assert first.locator(".sw-search").is_enabled()
+        # the saved state draws the panels: the static picture beside them is hidden
+        assert page.locator(PICTURE).count() == 2 and not page.locator(PICTURE).first.is_visible()
+        assert not page.locator(PICTURE).nth(1).is_visible()
+        # ipywidgets' "disconnected" glyph at the top left is not drawn over the snapshot
+        glyphs = page.evaluate(GLYPHS)
+        assert glyphs and set(glyphs) == {"none"}, glyphs
+        if os.environ.get("SW_SHOTS"):
+            page.screenshot(path=f"{os.environ['SW_SHOTS']}/snapshot-reopened.png")
         assert errors == [], errors

@@ -24,6 +24,7 @@ from surgeon_widgets.engine.stats import tensor_stats
 from surgeon_widgets.widget.history import History, Record
 from surgeon_widgets.widget.runtime.still_output import StillOutput
 from surgeon_widgets.widget.snapshot import HISTORY_STEPS, SNAPSHOT_BUDGET, state_size
+from surgeon_widgets.widget.still_display import MARKER, STYLE
 from surgeon_widgets.widget.views.figures import STILL_DPI, STILL_SIZE
 from surgeon_widgets.widget.wire import AttentionMap
 
@@ -41,21 +42,33 @@ def _bars(pixels: np.ndarray) -> float:
 
 def test_an_executed_notebook_keeps_the_plot_of_the_selection_and_the_snapshot():
     nb = executed()  # support.executed.SAVED_CELLS
-    out_a, out_b = nb.cells[0].outputs[0], nb.cells[2].outputs[0]
+    for cell in (nb.cells[0], nb.cells[2]):  # the widget, the marker, the picture
+        widget, marker, picture = cell.outputs
+        assert "application/vnd.jupyter.widget-view+json" in widget["data"]
+        assert "image/png" not in widget["data"] and "image/png" not in marker["data"]  # once
+        assert MARKER in marker["data"]["text/html"] and "<style>" in marker["data"]["text/html"]
+        assert picture["output_type"] == "display_data" and "display_id" not in picture
+    out_a, out_b = nb.cells[0].outputs[2], nb.cells[2].outputs[2]
     for out, layer, step in ((out_a, "layer2", 4), (out_b, "layer1", 2)):
         assert out["data"]["text/plain"] == (
             f"Explorer(SomeModel, 3 layers, selected=[{layer!r}], last step {step})"
-        )
+        )  # shown with nothing recorded; updated at each step and at the cell's end
         pixels = _picture(out)
         width, height = STILL_SIZE
         assert pixels.shape[:2] == (round((height + 0.4) * STILL_DPI), round(width * STILL_DPI))
         assert _bars(pixels) > 0.05, "a histogram, not a text list"
     assert not np.array_equal(_picture(out_a), _picture(out_b))  # each shows its own layer
-    # nbconvert --to html of a file saved without widget state (JupyterLab's default) shows it
+    # nbconvert --to html (offline: nothing loaded) shows the last picture, with widget state
+    # saved and without (JupyterLab's default), and the style that hides the widget's output
     bare = nbformat.from_dict({**nb, "metadata": {k: v for k, v in nb.metadata.items()
                                                   if k != "widgets"}})  # fmt: skip
-    html, _ = HTMLExporter().from_notebook_node(bare)
-    assert f'src="data:image/png;base64,{out_a["data"]["image/png"]}' in html.replace("\n", "")
+    for saved in (nb, bare):
+        html, _ = HTMLExporter().from_notebook_node(saved)
+        flat = html.replace("\n", "")
+        for out in (out_a, out_b):
+            assert f'src="data:image/png;base64,{out["data"]["image/png"]}' in flat
+        assert flat.count(STYLE) == 2
+        assert ("application/vnd.jupyter.widget-state+json" in html) == (saved is nb)
 
     states = nb.metadata.widgets["application/vnd.jupyter.widget-state+json"]["state"]
     snaps = {s["state"]["selected"][0]: s["state"]["snapshot"]
@@ -227,7 +240,7 @@ def test_a_shown_attention_layer_is_in_the_picture_and_the_snapshot(make):
     assert yellow.mean() > 0.005, "the attention map is drawn on the right"
 
 
-def test_the_display_follows_the_data_until_a_live_view_draws_it(make):
+def test_the_picture_follows_the_data_also_while_a_live_view_draws(make):
     import IPython.display  # noqa: F401 (the door reads it from sys.modules)
     from IPython.core.interactiveshell import InteractiveShell
     from IPython.utils.capture import capture_output
@@ -242,16 +255,25 @@ def test_the_display_follows_the_data_until_a_live_view_draws_it(make):
             ex._ipython_display_()
             model(torch.randn(4, 5))
             model(torch.randn(4, 5))
-        first, *updates = shown.outputs
-        assert first.transient == {"display_id": ex._still.display_id} and not first.update
-        assert [(o.update, o.transient) for o in updates] == [(True, first.transient)] * 2
+        widget, marker, picture, *updates = shown.outputs
+        assert "application/vnd.jupyter.widget-view+json" in widget.data
+        assert widget.data["text/plain"] == "Explorer(SomeModel, 3 layers)"
+        assert MARKER in marker.data["text/html"] and not widget.update and not marker.update
+        ids = {o.transient["display_id"] for o in (widget, marker, picture)}
+        assert picture.transient == {"display_id": ex._still.display_id} and len(ids) == 3
+        assert picture.data["text/plain"].endswith("selected=['layer2'], nothing recorded yet)")
+        assert [(o.update, o.transient) for o in updates] == [(True, picture.transient)] * 2
         assert updates[-1].data["text/plain"].endswith("selected=['layer2'], last step 1)")
-        assert "image/png" in updates[-1].data
-        ex._on_msg(ex, {"type": "hello"}, [])  # a live view drew it
+        assert not np.array_equal(
+            _picture({"data": picture.data}), _picture({"data": updates[-1].data})
+        )
+        ex._on_msg(ex, {"type": "hello"}, [])  # a live view drew it: the widget's output stays
+        ex._still.threads = True  # as in a kernel: renders off the model's thread
         with capture_output() as later:
             model(torch.randn(4, 5))
-            shell.events.trigger("post_execute")
-        assert later.outputs == []  # a JupyterLab view would be drawn again by an update
-        assert ex.snapshot["step"] == 2  # its state still follows
+            shell.events.trigger("post_execute")  # the cell's end: the picture is current
+        assert [(o.update, o.transient) for o in later.outputs][-1:] == [(True, picture.transient)]
+        assert later.outputs[-1].data["text/plain"].endswith("last step 2)")
+        assert ex.snapshot["step"] == 2  # its state follows too
     finally:
         InteractiveShell.clear_instance()

@@ -2,15 +2,16 @@
 every ``interval`` seconds (longer when rendering is slow: it takes at most ``COST_SHARE`` of
 the wall time), published on the model's thread; and once more when a cell ends.
 
-A saved notebook keeps what the kernel last published for an output: the widget's static
-picture (``image/png``, ``text/plain``) for readers without the widget (GitHub, nbviewer,
-``nbconvert --to html``) and its synced state. :class:`StillOutput` renders both with
-``render`` (a worker thread: the hooks never wait for matplotlib), and hands the result to
-``publish`` on the model's thread at the next change (or the cell's end), which sets the state
-and returns the new mime bundle; the display shown with :meth:`show` is then updated in place
-(``update_display``). Only while no live view drew it: a JupyterLab view would be rendered
-again by an update (a new view under the old one), and a live view keeps its state anyway.
-So a notebook run by nbclient / ``nbconvert --execute`` carries the last picture.
+A saved notebook keeps what the kernel last published for an output. :class:`StillOutput`
+renders the static picture and the ``snapshot`` state with ``render`` (a worker thread: the
+hooks never wait for matplotlib) and hands the result to ``publish`` on the model's thread at
+the next change (or the cell's end), which sets the state and returns the picture's mime
+bundle. :meth:`show` writes the widget's output, a marker and the picture's output
+(``widget/still_display.py`` says why three); only the picture's, which has this output's
+display id, is updated in place (``update_display``), also while a live view is open: the
+widget's output is never updated (a JupyterLab view would be drawn again, a new view under
+the old one). So a notebook saved while a view is live, or run by nbclient / ``nbconvert
+--execute``, carries the last picture.
 
 The worker (thread ``surgeon-widgets still``) is a daemon: exit never waits on it unbounded.
 A render still running at exit is given ``JOIN_SECONDS`` (``atexit``) to finish rather than
@@ -60,7 +61,6 @@ class StillOutput(Generic[Still]):
         self.clock = clock
         self.display_id = uuid.uuid4().hex
         self.shown = False  # a display with our id exists
-        self.viewed = False  # a live view drew it: leave the display alone
         self.published = 0  # how many results were published (tests, benchmarks)
         self._dirty = False
         self._started = -float("inf")
@@ -70,10 +70,17 @@ class StillOutput(Generic[Still]):
         self._undo: Callable[[], None] | None = None
         self._closed = False
 
-    def show(self, bundle: Mapping[str, Any] | tuple) -> bool:
-        """Display ``bundle`` as this output (IPython); later results update it in place."""
-        if not notebook.publish(bundle, self.display_id):
+    def show(
+        self, widget: Mapping[str, Any] | tuple, picture: Mapping[str, Any] | tuple,
+        marker: Mapping[str, Any] | None = None,
+    ) -> bool:  # fmt: skip
+        """Display the ``widget`` bundle, then ``marker`` (if any), then ``picture`` as this
+        output (IPython); later results update the picture in place."""
+        if not notebook.publish(widget, uuid.uuid4().hex):  # its own id: never updated
             return False
+        if marker is not None:
+            notebook.publish(marker, uuid.uuid4().hex)
+        notebook.publish(picture, self.display_id)
         self.shown = True
         self._started = self.clock()  # a live view has an interval to say hello first
         if self._undo is None:
@@ -144,7 +151,7 @@ class StillOutput(Generic[Still]):
     def _deliver(self, result: Still) -> None:
         bundle = self._publish(result)
         self.published += 1
-        if bundle is not None and self.shown and not self.viewed:
+        if bundle is not None and self.shown:
             notebook.publish(bundle, self.display_id, update=True)
 
 
