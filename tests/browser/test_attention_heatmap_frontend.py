@@ -70,7 +70,10 @@ def hover_cell(page, row, col, rows=4, cols=4):
 def test_heatmap_pixels_follow_the_shared_colormap(att):
     mean = [(17 * i) % 256 for i in range(16)]
     head0 = [255 - v for v in mean]
-    att.evaluate("(items) => window.attention.inject(items)", small_items({"mean": mean, 0: head0}))
+    items = small_items({"mean": mean, 0: head0})
+    att.evaluate(
+        "(items) => window.attention.inject(items)", [{**i, "range": [0, 1]} for i in items]
+    )
     lut = att.evaluate("() => window.attention.COLORMAP")
     import matplotlib
 
@@ -79,7 +82,7 @@ def test_heatmap_pixels_follow_the_shared_colormap(att):
         expected = [round(c * 255) for c in viridis(v)[:3]]
         assert lut[3 * v : 3 * v + 3] == expected
     for row, col in [(0, 0), (1, 2), (3, 3)]:
-        v = round(mean[row * 4 + col] * 0.8)  # fixed 0-1 scale: weight v / 255 * 0.8
+        v = round(mean[row * 4 + col] * 0.8)  # the range sent is 0-1: weight v / 255 * 0.8
         assert pixel(att, MAP, col, row) == [*lut[3 * v : 3 * v + 3], 255]
     box = att.locator(MAP).bounding_box()
     assert round(box["width"]) == 256 and round(box["height"]) == 256
@@ -109,20 +112,22 @@ def test_hover_decodes_uint8_weight_without_exact_values(att):
 def test_head_selector_thumbnails_and_batch_selector(att):
     mean, head0, head1 = [10] * 16, [100] * 16, [200] * 16
     items = small_items({"mean": mean, 0: head0, 1: head1}, batches=3)
-    att.evaluate("(items) => window.attention.inject(items)", items)
-    lut = att.evaluate("() => window.attention.COLORMAP")
-    att.locator("input.sw-att-contrast").check()  # each map over its own range: v is the index
+    att.evaluate("(items) => window.attention.inject(items)", [{**i, "hi": 1.0} for i in items])
+    lut = att.evaluate("() => window.attention.COLORMAP")  # the layer's range: 10/255 .. 200/255
     heads = att.locator("select.sw-att-head option").all_inner_texts()
     assert heads == ["mean of heads", "head 0", "head 1"]
     att.select_option("select.sw-att-head", "1")
-    assert pixel(att, MAP, 0, 0) == [*lut[600:603], 255]
+    assert pixel(att, MAP, 0, 0) == [*lut[765:768], 255]  # head 1 is the layer's top
     thumbs = att.locator(".sw-att-thumb")
     assert thumbs.count() == 3
+    att.get_by_role("radio", name="model").check()  # the thumbnails: the model view
     att.get_by_role("button", name="Open enc.attn head 0").click()
+    assert att.get_by_role("radio", name="map").is_checked()  # a click opens that map
     assert att.locator("select.sw-att-head").input_value() == "0"
-    assert pixel(att, MAP, 2, 2) == [*lut[300:303], 255]
+    v = int(np.floor((100 - 10) / (200 - 10) * 255 + 0.5))
+    assert pixel(att, MAP, 2, 2) == [*lut[3 * v : 3 * v + 3], 255]
     assert (
-        att.get_by_role("button", name="Open enc.attn head 0").get_attribute("aria-pressed")
+        att.locator(f"button[data-layer='{LAYER}'][data-head='0']").get_attribute("aria-pressed")
         == "true"
     )
     att.select_option("select.sw-att-batch", "2")
@@ -183,7 +188,9 @@ def test_bundle_mounts_heatmap_for_selected_attention_layer(harness):
     )
     assert harness.locator("section[data-attention]").count() == 1  # only selected layers
     lut = harness.evaluate("async () => Array.from((await import('/js/src/colormap.js')).COLORMAP)")
-    v = round(values[0][1 * 4 + 2] * 0.5)  # fixed 0-1 scale, hi 0.5
+    v = int(
+        np.floor(exact[0][1 * 4 + 2] / 0.25 * 255 + 0.5)
+    )  # no range sent: the maps' own, 0-0.25
     assert pixel(harness, MAP, 2, 1) == [*lut[3 * v : 3 * v + 3], 255]
     assert hover_cell(harness, 1, 2) == 'query "cat" #1 · key "sat" #2 · weight 0.0938'
     harness.select_option("select.sw-att-batch", "1")
@@ -217,33 +224,99 @@ def legend(page):
     )
 
 
-def test_uniform_attention_sits_low_on_the_fixed_scale_and_fills_it_with_contrast(att):
-    n = 16  # BERT-like near-uniform attention: 1/16 everywhere
-    pattern = torch.full((1, 2, n, n), 1 / n)
-    content, buffers = attention_message(LAYER, pattern)
+def message_items(content, buffers):
+    """An ``attention`` message's items with their buffers as lists (the harness's inject())."""
     items = []
-    for it in content["items"]:  # the harness's inject() takes the buffers as plain lists
-        exact = np.frombuffer(buffers[it.pop("exact")["buffer"]], np.float32)
-        items.append(
-            {**it, "values": list(buffers[it.pop("buffer")]), "exactValues": exact.tolist()}
-        )
-    att.evaluate("(items) => window.attention.inject(items)", items)
+    for it in content["items"]:
+        one = {k: v for k, v in it.items() if k not in ("buffer", "exact")}
+        one["values"] = list(buffers[it["buffer"]])
+        if "exact" in it:
+            one["exactValues"] = np.frombuffer(buffers[it["exact"]["buffer"]], np.float32).tolist()
+        items.append(one)
+    return items
+
+
+def canvas_rgb(page, selector):
+    """``uint8 [rows, cols, 3]`` of a map canvas (one pixel per cell)."""
+    w, h, data = page.evaluate(
+        """(s) => { const c = document.querySelector(s);
+            const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+            return [c.width, c.height, Array.from(d)]; }""",
+        selector,
+    )
+    return np.array(data, np.uint8).reshape(h, w, 4)[..., :3]
+
+
+def near_uniform(n=12, heads=3, seed=0):
+    """Softmax of small scores: weights about 0.075-0.1 around 1/12, as early in training."""
+    torch.manual_seed(seed)
+    return torch.softmax(torch.randn(1, heads, n, n) * 0.05, -1)
+
+
+def peaked(n=12, heads=3, seed=1):
+    torch.manual_seed(seed)
+    return torch.softmax(torch.randn(1, heads, n, n) * 4, -1)
+
+
+@pytest.mark.parametrize("kind", ["near_uniform", "peaked"])
+def test_js_and_python_give_the_same_colours_for_the_same_data(att, kind):
+    from surgeon_widgets.widget.views.attention_colors import attention_range, colours
+    from surgeon_widgets.widget.views.attention_figure import attention_figure
+
+    pattern = near_uniform() if kind == "near_uniform" else peaked()
+    content, buffers = attention_message(LAYER, pattern)
+    att.evaluate("(items) => window.attention.inject(items)", message_items(content, buffers))
+    for fixed in (False, True):
+        if fixed:
+            att.locator("input.sw-att-fixed").check()
+        lo, hi = attention_range(pattern[0], "fixed" if fixed else "range")
+        for head in [None, 0, 2]:
+            att.select_option("select.sw-att-head", "mean" if head is None else str(head))
+            shown = canvas_rgb(att, MAP)
+            data = pattern[0].mean(0) if head is None else pattern[0, head]
+            assert (shown == colours(data, lo, hi)).all()  # the rule, in Python
+            fig = attention_figure(pattern, LAYER, head, scale="fixed" if fixed else "range")
+            image = fig.axes[0].images[0]
+            assert (image.to_rgba(image.get_array(), bytes=True)[..., :3] == shown).all()
+            key = "mean" if head is None else head
+            thumb = f"button[data-layer='{LAYER}'][data-head='{key}'] canvas"
+            assert (canvas_rgb(att, thumb) == shown).all()  # the model view's thumbnail
+
+
+def test_near_uniform_maps_get_distinct_colours_and_the_legend_shows_their_range(att):
+    pattern = near_uniform()
+    lo, hi = float(pattern.min()), float(pattern.max())
+    assert 0.07 < lo < 1 / 12 < hi < 0.105  # the case of the issue (0.075-0.09)
+    content, buffers = attention_message(LAYER, pattern)
+    att.evaluate("(items) => window.attention.inject(items)", message_items(content, buffers))
+    lut = np.array(att.evaluate("() => window.attention.COLORMAP"), np.uint8).reshape(256, 3)
+    index = {tuple(c): i for i, c in enumerate(lut)}
+    used = [index[tuple(c)] for c in canvas_rgb(att, MAP).reshape(-1, 3)]
+    assert max(used) - min(used) > 100 and len(set(used)) > 20  # the mean alone spans the scale
+    box = f"section[data-attention='{LAYER}'] .sw-att-legend"
+    lo_text, hi_text = legend(att)
+    assert float(lo_text) == pytest.approx(lo, rel=0.01) and float(hi_text) == pytest.approx(
+        hi, rel=0.01
+    )
+    assert att.locator(f"{box} .sw-att-legend-note").inner_text() == "this layer's range"
+    assert att.locator(box).get_attribute("data-scale") == "range"
+    att.locator("input.sw-att-fixed").check()  # the fixed scale, one switch away: all dark
+    used = {index[tuple(c)] for c in canvas_rgb(att, MAP).reshape(-1, 3)}
+    assert max(used) <= 24 and legend(att) == ("0", "1")
+    assert att.locator(f"{box} .sw-att-legend-note").inner_text() == "fixed 0–1 scale"
+    att.locator("input.sw-att-fixed").uncheck()
+    assert float(legend(att)[1]) == pytest.approx(hi, rel=0.01)
+
+
+def test_a_flat_layer_sits_mid_scale_and_says_so(att):
+    pattern = torch.full((1, 2, 16, 16), 1 / 16)
+    content, buffers = attention_message(LAYER, pattern)
+    att.evaluate("(items) => window.attention.inject(items)", message_items(content, buffers))
     lut = att.evaluate("() => window.attention.COLORMAP")
-    low = [*lut[3 * 16 : 3 * 16 + 3], 255]  # 0.0625 of the way up the colormap
-    assert {tuple(pixel(att, MAP, x, y)) for x, y in [(0, 0), (7, 9), (15, 15)]} == {tuple(low)}
-    assert legend(att) == ("0", "1")
-    bar = f"section[data-attention='{LAYER}'] .sw-att-legend-bar"
-    assert pixel(att, bar, 0, 0) == [*lut[0:3], 255] and pixel(att, bar, 255, 0) == [
-        *lut[765:768],
-        255,
-    ]
-    att.locator("input.sw-att-contrast").check()
-    assert pixel(att, MAP, 7, 9) == [*lut[765:768], 255]  # the map's own range: its top
-    assert legend(att) == ("0", "0.0625")
-    thumb = "button[data-head='mean'] canvas"
-    assert pixel(att, thumb, 3, 3) == [*lut[765:768], 255]  # thumbnails follow the panel's scale
-    att.locator("input.sw-att-contrast").uncheck()
-    assert pixel(att, MAP, 7, 9) == low and legend(att) == ("0", "1")
+    assert pixel(att, MAP, 7, 9) == [*lut[3 * 128 : 3 * 128 + 3], 255]
+    assert legend(att) == ("0.0625", "0.0625")
+    box = f"section[data-attention='{LAYER}'] .sw-att-legend"
+    assert att.locator(f"{box} .sw-att-legend-note").inner_text() == "all weights equal"
 
 
 def test_hovered_cell_is_outlined_and_a_query_label_highlights_its_row(att):
@@ -298,6 +371,7 @@ def test_grid_row_labels_are_never_cut(att):
     for layer in layers:
         items = [{**it, "layer": layer} for it in small_items({"mean": [9] * 16, 0: [99] * 16})]
         att.evaluate("(items) => window.attention.inject(items)", items)
+    att.get_by_role("radio", name="model").check()
     labels = att.evaluate(GRID_LABELS)
     assert labels == [
         [f"{i}.attention.self_attention_block.inner", layer, False, True]
