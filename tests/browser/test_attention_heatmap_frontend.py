@@ -377,3 +377,127 @@ def test_grid_row_labels_are_never_cut(att):
         [f"{i}.attention.self_attention_block.inner", layer, False, True]
         for i, layer in zip((0, 11), layers)
     ]  # the shared prefix dropped, the rest whole (wrapped), the full name on hover
+
+
+# --- the "attention view" control: map | lines | model --------------------------------------
+
+SECTION = f"section[data-attention='{LAYER}']"
+SVG = f"{SECTION} svg.sw-att-lines-svg"
+SHOWN_LINES = """(s) => [...document.querySelectorAll(s + ' line')]
+    .filter((l) => [l, l.parentElement].every((e) => getComputedStyle(e).display !== 'none'))
+    .map((l) => [l.closest('g').dataset.head, Number(l.dataset.q), Number(l.dataset.k)])"""
+
+
+def inject_pattern(page, pattern, layer=LAYER, tokens=TOKENS):
+    content, buffers = attention_message(layer, pattern, tokens=[tokens] if tokens else None)
+    page.evaluate("(items) => window.attention.inject(items)", message_items(content, buffers))
+
+
+def test_one_control_named_attention_view_with_map_lines_and_model(att):
+    inject_pattern(att, peaked(4, 3))
+    group = att.get_by_role("radiogroup", name="attention view")
+    assert group.count() == 1
+    radios = group.get_by_role("radio")
+    assert [radios.nth(i).evaluate("(r) => r.value") for i in range(3)] == ["map", "lines", "model"]
+    assert [group.get_by_role("radio", name=n).count() for n in ("map", "lines", "model")] == [
+        1
+    ] * 3
+    assert group.get_by_role("radio", name="map").is_checked()
+    assert att.locator(MAP).is_visible() and not att.locator(".sw-att-grid").is_visible()
+    group.get_by_role("radio", name="lines").check()
+    assert att.locator(SVG).is_visible() and not att.locator(MAP).is_visible()
+    group.get_by_role("radio", name="model").check()
+    assert att.locator(".sw-att-grid").is_visible() and not att.locator(SECTION).is_visible()
+
+
+def test_lines_view_one_group_per_head_swatches_toggle_hover_isolates(att):
+    pattern = peaked(4, 3)
+    inject_pattern(att, pattern)
+    att.get_by_role("radio", name="lines").check()
+    groups = att.locator(f"{SVG} g[data-head]")
+    assert [groups.nth(i).get_attribute("data-head") for i in range(groups.count())] == [
+        "0",
+        "1",
+        "2",
+    ]
+    colours = {groups.nth(i).get_attribute("stroke") for i in range(3)}
+    assert len(colours) == 3  # each head its own colour
+    tokens = att.evaluate(
+        "(s) => [...document.querySelectorAll(s)].map((t) => t.firstChild.nodeValue)",
+        f"{SVG} text[data-side='q']",
+    )
+    assert tokens == TOKENS and att.locator(f"{SVG} text[data-side='k']").count() == 4
+    lines = att.evaluate(SHOWN_LINES, SVG)
+    assert {h for h, _, _ in lines} == {"0", "1", "2"}
+    # a line's opacity is its weight's place on the layer's range (the colour rule)
+    from surgeon_widgets.widget.views.attention_colors import attention_range, position
+
+    lo, hi = attention_range(pattern[0])
+    line = att.locator(f"{SVG} g[data-head='1'] line[data-q='2'][data-k='1']")
+    t = float(position(float(pattern[0, 1, 2, 1]), lo, hi))
+    if t >= 0.02:
+        assert float(line.get_attribute("stroke-opacity")) == pytest.approx(0.9 * t, abs=1e-3)
+    swatch = att.locator(f"{SECTION} button.sw-att-swatch[data-head='1']")
+    assert swatch.get_attribute("aria-pressed") == "true"
+    swatch.click()  # hide head 1
+    assert swatch.get_attribute("aria-pressed") == "false"
+    assert {h for h, _, _ in att.evaluate(SHOWN_LINES, SVG)} == {"0", "2"}
+    swatch.click()
+    assert {h for h, _, _ in att.evaluate(SHOWN_LINES, SVG)} == {"0", "1", "2"}
+    att.locator(f"{SVG} text[data-side='q'][data-index='2']").hover()  # query "sat"
+    shown = att.evaluate(SHOWN_LINES, SVG)
+    assert shown and {q for _, q, _ in shown} == {2}
+    assert len(shown) == len([x for x in lines if x[1] == 2])  # all of its lines, no other
+    readout = att.locator(f"{SECTION} .sw-att-readout").inner_text()
+    assert readout.startswith('query "sat" #2 · strongest key per head: head 0: ')
+    att.locator(f"{SVG} text[data-side='k'][data-index='0']").hover()  # key "The"
+    shown = att.evaluate(SHOWN_LINES, SVG)
+    assert shown and {k for _, _, k in shown} == {0}
+    att.mouse.move(1, 1)  # leave: every line again
+    assert len(att.evaluate(SHOWN_LINES, SVG)) == len(lines)
+
+
+def test_lines_of_a_near_uniform_layer_are_visible_and_long_maps_point_to_the_map(att):
+    inject_pattern(att, near_uniform(4, 2))
+    att.get_by_role("radio", name="lines").check()
+    opacities = [
+        float(x)
+        for x in att.evaluate(
+            "(s) => [...document.querySelectorAll(s + ' line')].map((l) => "
+            "l.getAttribute('stroke-opacity'))",
+            SVG,
+        )
+    ]
+    assert max(opacities) > 0.8  # the layer's range: its strongest line is bold
+    inject_pattern(att, near_uniform(100, 2), tokens=None)
+    note = att.locator(f"{SECTION} .sw-att-lines-note")
+    assert note.inner_text().startswith("Lines need at most 64 tokens a side")
+    assert att.locator(f"{SVG} line").count() == 0
+
+
+def test_model_view_shows_every_layer_by_head_and_a_click_opens_that_map(att):
+    layers = ["enc.0.attn", "enc.1.attn"]
+    assert att.evaluate("() => window.attention.unmount()") == 0
+    att.evaluate("(s) => window.attention.mount(s)", layers)
+    for seed, layer in enumerate(layers):
+        inject_pattern(att, peaked(4, 3, seed=seed), layer=layer)
+    att.get_by_role("radio", name="model").check()
+    rows = att.locator(".sw-att-grid-row")
+    assert rows.count() == 2
+    for layer in layers:
+        heads = att.locator(f".sw-att-grid-row[data-layer='{layer}'] button[data-head]")
+        assert [heads.nth(i).get_attribute("data-head") for i in range(4)] == [
+            "mean",
+            "0",
+            "1",
+            "2",
+        ]
+        assert all(heads.nth(i).is_visible() for i in range(4))  # all at once
+    rng = att.locator(".sw-att-grid-row[data-layer='enc.1.attn'] .sw-att-grid-range").inner_text()
+    assert "–" in rng  # each row says the range its thumbnails are coloured over
+    att.get_by_role("button", name="Open enc.1.attn head 2").click()
+    assert att.get_by_role("radio", name="map").is_checked()
+    section = "section[data-attention='enc.1.attn']"
+    assert att.locator(f"{section} select.sw-att-head").input_value() == "2"
+    assert att.locator(f"{section} canvas.sw-att-map").get_attribute("data-head") == "2"
+    assert att.locator(f"{section} canvas.sw-att-map").is_visible()
