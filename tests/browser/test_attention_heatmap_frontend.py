@@ -501,3 +501,62 @@ def test_model_view_shows_every_layer_by_head_and_a_click_opens_that_map(att):
     assert att.locator(f"{section} select.sw-att-head").input_value() == "2"
     assert att.locator(f"{section} canvas.sw-att-map").get_attribute("data-head") == "2"
     assert att.locator(f"{section} canvas.sw-att-map").is_visible()
+
+
+def test_lines_and_model_views_draw_from_the_snapshot_without_a_kernel(harness):
+    """The built bundle with a saved ``snapshot`` and nothing answering ``hello`` (no kernel)."""
+    from torch import nn
+
+    from surgeon_widgets.engine.stats import tensor_stats
+    from surgeon_widgets.widget.history import History, Record
+    from surgeon_widgets.widget.live.attention import AttentionView
+    from surgeon_widgets.widget.snapshot import snapshot_state
+    from surgeon_widgets.widget.views.attention_colors import colours
+
+    torch.manual_seed(0)
+    model = nn.TransformerEncoderLayer(8, 2, batch_first=True).eval()
+    view = AttentionView(model, lambda content, buffers: None)
+    view.sync(["self_attn"])
+    view.set_tokens([["The", "cat", "sat", "down", "."]])
+    with torch.no_grad():
+        out = model(torch.randn(1, 5, 8) * 3)
+    history = History()
+    history.add(Record("self_attn/output", "self_attn", "output", "activation", 7,
+                       tensor_stats(out)))  # fmt: skip
+    state = snapshot_state(history, ["self_attn"], view.maps())
+    pattern = view.latest("self_attn")
+    view.close()
+    harness.evaluate(
+        "(s) => window.harness.mount(s)", {"selected": ["self_attn"], "snapshot": state}
+    )
+    harness.locator(".sw-explorer.sw-snapshot").wait_for(timeout=10_000)
+    section = "section[data-attention='self_attn']"
+    heatmap = f"{section} canvas.sw-att-map"
+    lo, hi = state["attention"]["items"][0]["range"]
+    mean = state["attention"]["items"][0]
+    assert mean["shape"] == [5, 5] and (lo, hi) == pytest.approx(
+        (pattern[0].min().item(), pattern[0].max().item())
+    )
+    expected = colours(pattern[0].mean(0), lo, hi)  # the full-resolution rule, Python
+    shown = canvas_rgb(harness, heatmap)
+    assert np.abs(shown.astype(int) - expected.astype(int)).max() <= 8  # uint8 thumbnail
+    group = harness.get_by_role("radiogroup", name="attention view")
+    for name in ("map", "lines", "model"):
+        assert group.get_by_role("radio", name=name).is_enabled()  # local: no kernel needed
+    assert harness.locator(f"{section} select.sw-att-batch").is_disabled()
+    group.get_by_role("radio", name="lines").check()
+    svg = f"{section} svg.sw-att-lines-svg"
+    assert harness.locator(f"{svg} g[data-head]").count() == 2  # one group per head
+    assert harness.locator(f"{svg} text[data-side='k']").count() == 5
+    harness.locator(f"{section} button.sw-att-swatch[data-head='0']").click()
+    assert harness.evaluate(SHOWN_LINES, svg) and {
+        h for h, _, _ in harness.evaluate(SHOWN_LINES, svg)
+    } == {"1"}
+    harness.locator(f"{svg} text[data-side='q'][data-index='1']").hover()
+    assert {q for _, q, _ in harness.evaluate(SHOWN_LINES, svg)} == {1}
+    group.get_by_role("radio", name="model").check()
+    thumbs = harness.locator(".sw-att-grid-row[data-layer='self_attn'] button[data-head]")
+    assert thumbs.count() == 3 and thumbs.nth(2).is_visible()
+    harness.get_by_role("button", name="Open self_attn head 1").click()
+    assert harness.locator(heatmap).get_attribute("data-head") == "1"
+    assert harness.locator(heatmap).is_visible()
