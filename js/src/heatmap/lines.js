@@ -211,8 +211,9 @@ export class LinesView {
     };
     qLabels.forEach((t, i) => addText("q", i, t));
     kLabels.forEach((t, i) => addText("k", i, t));
+    const width = maps.length * rows * cols > 400 ? 1.25 : 2; // many lines: thinner, so they part
     const groups = maps.map(([head, m], n) => {
-      const g = svg("g", { "data-head": head, stroke: head === "mean" ? textColour : headColour(n), "stroke-width": 2 });
+      const g = svg("g", { "data-head": head, stroke: head === "mean" ? textColour : headColour(n), "stroke-width": width });
       if (this.hidden.has(head)) g.setAttribute("data-off", "");
       for (let r = 0; r < Math.min(rows, m.rows); r++) {
         for (let c = 0; c < Math.min(cols, m.cols); c++) {
