@@ -16,7 +16,8 @@ import { cellAt, gridLabels, readout, rowReadout } from "./readout.js";
 /** @typedef {import("./store.js").LayerMaps} LayerMaps */
 
 const SIZE = 256; // CSS pixels of the heatmap's long side
-const THUMB = 48;
+/** Thumbnail side: large for a few heads, smaller for many so a layer's row fits. */
+const thumbSize = (/** @type {number} */ n) => (n <= 7 ? 48 : n <= 13 ? 30 : 22);
 /** The options of the "attention view" control. */
 export const MODES = /** @type {const} */ (["map", "lines", "model"]);
 /** @typedef {typeof MODES[number]} ViewMode */
@@ -348,9 +349,11 @@ export class AttentionPanels {
       this.thumbs = new Map();
       const labels = gridLabels(layout.map(([layer]) => layer));
       this.grid.replaceChildren(...layout.map(([layer, heads], i) => h("div", { class: "sw-att-grid-row", "data-layer": layer }, [
-        h("span", { class: "sw-att-grid-layer", title: layer, text: labels[i] }),
-        h("span", { class: "sw-att-grid-range", title: `Colour range of ${layer}` }),
-        ...heads.map((head) => this.thumb(layer, head)),
+        h("div", { class: "sw-att-grid-head" }, [
+          h("span", { class: "sw-att-grid-layer", title: layer, text: labels[i] }),
+          h("span", { class: "sw-att-grid-range", title: `Colour range of ${layer}` }),
+        ]),
+        h("div", { class: "sw-att-grid-thumbs" }, heads.map((head) => this.thumb(layer, head))),
       ])));
     }
     for (const [layer, heads] of layout) {
@@ -364,7 +367,7 @@ export class AttentionPanels {
         const t = this.thumbs?.get(`${layer}\u0000${head}`);
         const m = entry.maps.get(head);
         if (!t) continue;
-        if (m) paintMap(t.canvas, m, THUMB, scale);
+        if (m) paintMap(t.canvas, m, thumbSize(heads.length), scale);
         t.button.setAttribute("aria-pressed", String(p?.head === head));
       }
     }
