@@ -19,10 +19,14 @@ export const MAX_TOKENS = 64;
 const FAINTEST = 0.02;
 const WIDTH = 420;
 const TEXT = 130; // width of each token column
-const PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f"];
+// d3's category10, then category20's lighter partners (12 heads, as BERT-base, stay distinct)
+const PALETTE = [
+  "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f",
+  "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94", "#f7b6d2", "#9edae5", "#dbdb8d", "#c7c7c7",
+];
 
 /**
- * Colour of head `i`: a categorical palette, then evenly turning hues.
+ * Colour of head `i`: a categorical palette, then turning hues.
  * @param {number} i
  */
 export function headColour(i) {
