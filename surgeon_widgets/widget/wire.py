@@ -26,7 +26,7 @@ import torch
 
 from ..engine.attention.capture import reduce_pattern
 from .history import History, Record
-from .views.attention_colors import attention_range
+from .views.attention_colors import range_tensor
 from .views.attention_tokens import Tokens, tokens_for
 
 __all__ = [
@@ -180,8 +180,9 @@ def attention_message(
         head_size = max(MIN_HEAD_SIZE, min(max_size, math.isqrt(left)))
         heads = reduce_pattern(maps, head_size)
         values = [mean.values[0].cpu(), *heads.values.cpu()]
-        scales = torch.cat([mean.scale, heads.scale]).cpu().tolist()
-        rng = list(attention_range(maps))
+        # the colour range crosses to the CPU with the scales (one transfer, not two)
+        numbers = torch.cat([mean.scale, heads.scale, range_tensor(maps)]).cpu().tolist()
+        scales, rng = numbers[:-2], numbers[-2:]
         exact = None
         unpooled = all(tuple(v.shape) == (n_q, n_k) for v in values)
         if unpooled and (n_heads + 1) * n_q * n_k * 5 <= budget:

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 __all__ = ["COLORMAP", "FIXED", "FLAT", "Scale", "attention_range", "colour_index", "colours",
-           "lut", "position"]  # fmt: skip
+           "lut", "position", "range_tensor"]  # fmt: skip
 
 COLORMAP = "viridis"
 FIXED = (0.0, 1.0)
@@ -58,10 +58,17 @@ def attention_range(maps: torch.Tensor | np.ndarray, scale: Scale = "range") -> 
     if isinstance(maps, torch.Tensor):
         if maps.numel() == 0:
             return FIXED
-        lo, hi = torch.stack([maps.detach().amin(), maps.detach().amax()]).float().cpu().tolist()
+        lo, hi = range_tensor(maps).cpu().tolist()
         return float(lo), float(hi)
     data = np.asarray(maps, dtype=np.float64)
     return (float(data.min()), float(data.max())) if data.size else FIXED
+
+
+def range_tensor(maps: torch.Tensor) -> torch.Tensor:
+    """``float32 [2]`` ``[min, max]`` of ``maps`` on their device: :func:`attention_range`'s
+    ``"range"`` without the host sync, for a caller that brings it over with other numbers."""
+    with torch.no_grad():
+        return torch.stack([maps.detach().amin(), maps.detach().amax()]).float()
 
 
 def position(weights: np.ndarray | float, lo: float, hi: float) -> np.ndarray:
