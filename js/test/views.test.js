@@ -78,3 +78,15 @@ test("a pinned step shares the latest's value axis; clicks pick history rows", a
   assert.equal(rowAt(39.9, 40, 5), 4);
   assert.equal(rowAt(45, 40, 5), 4); // a click on the border stays on the last row
 });
+
+test("lines view: token or range labels, 12 distinct head colours, heads before the mean", async () => {
+  const { axisLabels, headColour, lineMaps } = await import("../src/heatmap/lines.js");
+  assert.deepEqual(axisLabels(["a", "b"], 2, 2), ["a", "b"]);
+  assert.deepEqual(axisLabels(["a", "b", "c", "d"], 2, 4), ["#0–1", "#2–3"]); // pooled: ranges
+  assert.deepEqual(axisLabels(null, 3, 3), ["#0", "#1", "#2"]);
+  assert.equal(new Set(Array.from({ length: 12 }, (_, i) => headColour(i))).size, 12);
+  const m = map({});
+  const entry = { layer: "a", batch: 0, batches: 1, heads: 2, step: 0, maps: new Map([["mean", m], ["0", m], ["1", m]]), tokensQ: null, tokensK: null, range: null };
+  assert.deepEqual(lineMaps(entry).map(([k]) => k), ["0", "1"]);
+  assert.deepEqual(lineMaps({ ...entry, heads: 0 }).map(([k]) => k), ["mean"]); // a snapshot without heads
+});
