@@ -1,23 +1,22 @@
 // Attention (PROTOCOL.md "Attention"): one control "attention view" picks the mode: "map" (per
 // layer, a heatmap with head and batch selectors, token labels and a hover read-out), "lines"
-// (per layer, ./lines.js) or "model" (every layer x head as a thumbnail, click to open its map).
+// (per layer, ./lines.js) or "model" (./model_view.js: every layer x head, click to open a map).
 // Everything is coloured by the one rule of ./colour.js; "0–1 scale" switches it to fixed.
 
 import { cssVar, Disposer, h } from "../dom.js";
 import { layerScale } from "./colour.js";
 import { paintLabels, paintLegendBar, paintMap } from "./draw.js";
 import { LinesView } from "./lines.js";
+import { ModelView } from "./model_view.js";
 import { modeText, rangeText } from "../histogram/format.js";
 import { inModelOrder } from "../model_order.js";
-import { cellAt, gridLabels, readout, rowReadout } from "./readout.js";
+import { cellAt, readout, rowReadout } from "./readout.js";
 
 /** @typedef {import("../types.js").Model} Model */
 /** @typedef {import("./store.js").AttentionStore} AttentionStore */
 /** @typedef {import("./store.js").LayerMaps} LayerMaps */
 
 const SIZE = 256; // CSS pixels of the heatmap's long side
-/** Thumbnail side: large for a few heads, smaller for many so a layer's row fits. */
-const thumbSize = (/** @type {number} */ n) => (n <= 7 ? 48 : n <= 13 ? 30 : 22);
 /** The options of the "attention view" control. */
 export const MODES = /** @type {const} */ (["map", "lines", "model"]);
 /** @typedef {typeof MODES[number]} ViewMode */
@@ -59,7 +58,8 @@ export class AttentionPanels {
       this.modes,
       h("label", { title: "Colour every map over 0 to 1 instead of its layer's range" }, [this.fixed, " 0–1 scale"]),
     ]);
-    this.grid = h("div", { class: "sw-att-grid", role: "group", "aria-label": "Attention heads of selected layers" });
+    this.modelView = new ModelView((layer, head) => { this.setMode("map"); this.open(layer, head); });
+    this.grid = this.modelView.el;
     this.grid.hidden = true;
     this.list = h("div", { class: "sw-att-panels" });
     this.el = h("div", { class: "sw-attention-view", "data-mode": "map" }, [this.bar, this.grid, this.list]);
@@ -71,11 +71,6 @@ export class AttentionPanels {
       this.scaleMode = this.fixed.checked ? "fixed" : "range";
       this.redrawAll();
     });
-    this.gridD = new Disposer();
-    /** @type {string} */
-    this.gridKey = "";
-    /** @type {Map<string, { button: HTMLButtonElement, canvas: HTMLCanvasElement }> | undefined} */
-    this.thumbs = undefined;
   }
 
   /**
@@ -128,7 +123,7 @@ export class AttentionPanels {
 
   dispose() {
     for (const name of [...this.panels.keys()]) this.drop(name);
-    this.gridD.dispose();
+    this.modelView.dispose();
     this.d.dispose();
     this.el.remove();
   }
@@ -329,65 +324,11 @@ export class AttentionPanels {
     else p.text.textContent = "Hover the map for query token, key token and weight; a query label for its row.";
   }
 
-  /**
-   * Layers x heads thumbnails (mean first); click one to open it in its layer's heatmap.
-   * Buttons are kept across live updates (only repainted), so clicks and focus survive them.
-   */
+  /** The model view's thumbnails: every layer that has a panel, in order. */
   paintGrid() {
-    /** @type {[string, string[]][]} */
-    const layout = [];
-    for (const layer of this.order) {
-      const entry = this.store.get(layer);
-      if (entry && this.panels.has(layer)) {
-        layout.push([layer, ["mean", ...Array.from({ length: entry.heads }, (_, i) => String(i))]]);
-      }
-    }
-    const key = JSON.stringify(layout);
-    if (key !== this.gridKey) {
-      this.gridKey = key;
-      this.gridD.dispose();
-      this.thumbs = new Map();
-      const labels = gridLabels(layout.map(([layer]) => layer));
-      this.grid.replaceChildren(...layout.map(([layer, heads], i) => h("div", { class: "sw-att-grid-row", "data-layer": layer }, [
-        h("div", { class: "sw-att-grid-head" }, [
-          h("span", { class: "sw-att-grid-layer", title: layer, text: labels[i] }),
-          h("span", { class: "sw-att-grid-range", title: `Colour range of ${layer}` }),
-        ]),
-        h("div", { class: "sw-att-grid-thumbs" }, heads.map((head) => this.thumb(layer, head))),
-      ])));
-    }
-    for (const [layer, heads] of layout) {
-      const entry = this.store.get(layer);
-      const p = this.panels.get(layer);
-      if (!entry) continue;
-      const scale = layerScale(entry, this.scaleMode);
-      const range = this.grid.querySelector(`.sw-att-grid-row[data-layer="${CSS.escape(layer)}"] .sw-att-grid-range`);
-      if (range) range.textContent = `${rangeText(scale.lo, scale.hi).join("–")}${scale.mode === "fixed" ? " (fixed)" : ""}`;
-      for (const head of heads) {
-        const t = this.thumbs?.get(`${layer}\u0000${head}`);
-        const m = entry.maps.get(head);
-        if (!t) continue;
-        if (m) paintMap(t.canvas, m, thumbSize(heads.length), scale);
-        t.button.setAttribute("aria-pressed", String(p?.head === head));
-      }
-    }
-    this.el.hidden = layout.length === 0;
-  }
-
-  /**
-   * @param {string} layer
-   * @param {string} head
-   */
-  thumb(layer, head) {
-    const label = head === "mean" ? "mean" : `head ${head}`;
-    const canvas = h("canvas", { class: "sw-att-thumb-map", "aria-hidden": "true" });
-    const button = h("button", {
-      type: "button", class: "sw-att-thumb sw-local", title: `${layer} ${label}`,
-      "aria-label": `Open ${layer} ${label}`, "aria-pressed": "false", "data-layer": layer, "data-head": head,
-    }, [canvas, h("span", { text: head === "mean" ? "μ" : head })]);
-    this.gridD.listen(button, "click", () => { this.setMode("map"); this.open(layer, head); });
-    this.thumbs?.set(`${layer}\u0000${head}`, { button, canvas });
-    return button;
+    const layers = this.order.map((n) => this.store.get(n)).filter((e) => e !== undefined && this.panels.has(e.layer));
+    this.modelView.paint(/** @type {LayerMaps[]} */ (layers), this.scaleMode, (layer) => this.panels.get(layer)?.head);
+    this.el.hidden = layers.length === 0;
   }
 
   /**
