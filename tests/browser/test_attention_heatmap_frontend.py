@@ -455,6 +455,14 @@ def test_lines_view_one_group_per_head_swatches_toggle_hover_isolates(att):
     assert shown and {k for _, _, k in shown} == {0}
     att.mouse.move(1, 1)  # leave: every line again
     assert len(att.evaluate(SHOWN_LINES, SVG)) == len(lines)
+    att.locator(SVG).focus()  # the keyboard: down twice is query #1, right is key #1
+    for key in ("ArrowDown", "ArrowDown", "ArrowRight"):
+        att.keyboard.press(key)
+    assert {k for _, _, k in att.evaluate(SHOWN_LINES, SVG)} == {1}
+    att.keyboard.press("ArrowLeft")
+    assert {q for _, q, _ in att.evaluate(SHOWN_LINES, SVG)} == {1}
+    att.keyboard.press("Escape")
+    assert len(att.evaluate(SHOWN_LINES, SVG)) == len(lines)
 
 
 def test_lines_of_a_near_uniform_layer_are_visible_and_long_maps_point_to_the_map(att):

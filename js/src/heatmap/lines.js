@@ -89,7 +89,12 @@ export class LinesView {
     this.swatches = h("div", { class: "sw-att-swatches", role: "group", "aria-label": `Heads of ${layer}` });
     this.note = h("p", { class: "sw-att-lines-note" });
     this.note.hidden = true;
-    this.svg = /** @type {SVGSVGElement} */ (svg("svg", { class: "sw-att-lines-svg", role: "img", "aria-label": `Attention lines of ${layer}` }));
+    this.svg = /** @type {SVGSVGElement} */ (svg("svg", {
+      class: "sw-att-lines-svg", role: "img", tabindex: 0,
+      "aria-label": `Attention lines of ${layer} (arrow keys pick a token, Escape shows all)`,
+    }));
+    /** Cells a side as last drawn (keyboard bounds). */
+    this.size = { q: 0, k: 0 };
     this.el = h("div", { class: "sw-att-lines" }, [this.swatches, this.note]);
     this.el.append(this.svg);
     d.listen(this.swatches, "click", (/** @type {MouseEvent} */ e) => {
@@ -104,6 +109,29 @@ export class LinesView {
       this.setFocus({ side, index: Number(tok.dataset.index) });
     });
     d.listen(this.svg, "mouseleave", () => this.setFocus(null));
+    d.listen(this.svg, "keydown", (/** @type {KeyboardEvent} */ e) => this.key(e));
+  }
+
+  /**
+   * Arrow keys walk the tokens (up / down on a side, left / right between sides); Escape: all lines.
+   * @param {KeyboardEvent} e
+   */
+  key(e) {
+    const f = this.focus ?? { side: /** @type {"q" | "k"} */ ("q"), index: -1 };
+    /** @type {{ side: "q" | "k", index: number } | null | undefined} */
+    let next;
+    if (e.key === "ArrowDown" || e.key === "ArrowUp") {
+      const step = e.key === "ArrowDown" ? 1 : -1;
+      next = { side: f.side, index: Math.max(0, Math.min(this.size[f.side] - 1, f.index + step)) };
+    } else if (e.key === "ArrowLeft" || e.key === "ArrowRight") {
+      const side = e.key === "ArrowLeft" ? "q" : "k";
+      next = { side, index: Math.max(0, Math.min(this.size[side] - 1, f.index)) };
+    } else if (e.key === "Escape") {
+      next = null;
+    }
+    if (next === undefined || (next && this.size[next.side] === 0)) return;
+    e.preventDefault();
+    this.setFocus(next);
   }
 
   /** @param {string} head */
@@ -179,6 +207,7 @@ export class LinesView {
     const rows = first?.rows ?? 0;
     const cols = first?.cols ?? 0;
     const tooMany = rows > MAX_TOKENS || cols > MAX_TOKENS;
+    this.size = tooMany ? { q: 0, k: 0 } : { q: rows, k: cols };
     this.note.hidden = !tooMany;
     this.note.textContent = tooMany
       ? `Lines need at most ${MAX_TOKENS} tokens a side; this layer's maps are ${rows}×${cols}: see the map view.`
