@@ -1,28 +1,32 @@
 """Write ``js/src/colormap.js``: matplotlib's ``viridis`` as a 256-entry RGB lookup table.
 
-The Explorer's attention heatmaps colour a uint8 value ``v`` with entry ``v`` of this table;
-``explorer.attention_figure`` uses ``matplotlib.colormaps["viridis"]`` itself, so the browser
-and matplotlib share one colormap. Run after a matplotlib upgrade, then ``cd js && npm run build``::
+The Explorer's attention views colour a weight with the entry the colour rule picks
+(``surgeon_widgets/widget/views/attention_colors.py``, ``js/src/heatmap/colour.js``); the table
+is that module's ``lut()``, which ``explorer.attention_figure`` paints with, so the browser and
+matplotlib share one colormap. Run after a matplotlib upgrade, then ``cd js && npm run build``::
 
     python scripts/make_colormap.py
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import matplotlib
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's package
 
 NAME = "viridis"
 OUT = Path(__file__).resolve().parents[1] / "js" / "src" / "colormap.js"
 
 
 def lut(name: str = NAME) -> np.ndarray:
-    """``uint8 [256, 3]``: entry ``i`` is the colour matplotlib gives the ``i``-th of 256 levels."""
-    cmap = matplotlib.colormaps[name].resampled(256)
-    rgba = cmap(np.arange(256))
-    return np.round(rgba[:, :3] * 255).astype(np.uint8)
+    """``uint8 [256, 3]``: the table of the colour rule (``views/attention_colors.lut``)."""
+    from surgeon_widgets.widget.views.attention_colors import lut as rule_lut
+
+    return rule_lut(name)
 
 
 def source(name: str = NAME) -> str:

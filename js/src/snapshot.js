@@ -17,8 +17,8 @@ import { h } from "./dom.js";
 
 export const HELLO_TIMEOUT_MS = 2500;
 
-/** Controls that work without a kernel: the search box, the log-count switch. */
-const LOCAL_CONTROLS = ".sw-search, .sw-logcount";
+/** Controls that work without a kernel: the search box, the log-count switch, `.sw-local` ones. */
+const LOCAL_CONTROLS = ".sw-search, .sw-logcount, .sw-local";
 
 /**
  * @param {string} text base64

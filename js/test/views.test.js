@@ -4,7 +4,7 @@ import { test } from "node:test";
 
 import { valueRange } from "../src/curves/draw.js";
 import { curvePoints } from "../src/curves/view.js";
-import { FIXED, mapScale, scaleTable } from "../src/heatmap/draw.js";
+import { colourIndex, layerScale, mapIndices } from "../src/heatmap/colour.js";
 import { rowReadout } from "../src/heatmap/readout.js";
 import { barShare, zeroX } from "../src/histogram/draw.js";
 import { inModelOrder } from "../src/model_order.js";
@@ -15,17 +15,21 @@ const map = (o) => ({
   values: new Uint8Array([255, 128, 0]), exact: null, ...o,
 });
 
-test("fixed scale puts a uniform 1/16 map at 1/16 of the colormap; contrast fills it", () => {
-  const m = map({});
-  assert.deepEqual(mapScale(m, "fixed"), FIXED);
-  const fixed = scaleTable(m, FIXED);
-  assert.equal(fixed[255], 16);
-  assert.equal(fixed[0], 0);
-  const own = scaleTable(m, mapScale(m, "contrast"));
-  assert.equal(own[255], 255);
-  assert.equal(own[128], 128);
-  const flat = mapScale(map({ hi: 0 }), "contrast");
-  assert.ok(flat.hi > flat.lo); // an all-zero map still has a usable range
+test("the colour rule: a near-uniform layer spans the colormap; 0-1 puts it low; flat sits mid", () => {
+  const m = map({ lo: 0, hi: 0.09, values: new Uint8Array([0, 128, 255]) });
+  const entry = { range: /** @type {[number, number]} */ ([0.075, 0.09]), maps: new Map([["mean", m]]) };
+  const own = layerScale(entry, "range");
+  assert.deepEqual([own.lo, own.hi], [0.075, 0.09]);
+  assert.deepEqual([colourIndex(0.075, own), colourIndex(0.0825, own), colourIndex(0.09, own)], [0, 128, 255]);
+  const fixed = layerScale(entry, "fixed");
+  assert.deepEqual([colourIndex(0.075, fixed), colourIndex(0.0825, fixed), colourIndex(0.09, fixed)], [19, 21, 23]);
+  assert.equal(colourIndex(0.3, { lo: 0.3, hi: 0.3 }), 128);
+  // no range sent (an older message): the decoded maps' own [min, max]
+  const decoded = layerScale({ range: null, maps: new Map([["mean", m]]) }, "range");
+  assert.deepEqual([decoded.lo, decoded.hi], [0, 0.09]);
+  assert.deepEqual([...mapIndices(m, decoded)], [0, 128, 255]);
+  const exact = map({ exact: new Float32Array([0.075, 0.0825, 0.09]) });
+  assert.deepEqual([...mapIndices(exact, own)], [0, 128, 255]);
 });
 
 test("panels follow the tree's order; unknown names keep theirs, last", () => {
@@ -73,4 +77,16 @@ test("a pinned step shares the latest's value axis; clicks pick history rows", a
   assert.equal(rowAt(0, 40, 5), 0);
   assert.equal(rowAt(39.9, 40, 5), 4);
   assert.equal(rowAt(45, 40, 5), 4); // a click on the border stays on the last row
+});
+
+test("lines view: token or range labels, 12 distinct head colours, heads before the mean", async () => {
+  const { axisLabels, headColour, lineMaps } = await import("../src/heatmap/lines.js");
+  assert.deepEqual(axisLabels(["a", "b"], 2, 2), ["a", "b"]);
+  assert.deepEqual(axisLabels(["a", "b", "c", "d"], 2, 4), ["#0–1", "#2–3"]); // pooled: ranges
+  assert.deepEqual(axisLabels(null, 3, 3), ["#0", "#1", "#2"]);
+  assert.equal(new Set(Array.from({ length: 12 }, (_, i) => headColour(i))).size, 12);
+  const m = map({});
+  const entry = { layer: "a", batch: 0, batches: 1, heads: 2, step: 0, maps: new Map([["mean", m], ["0", m], ["1", m]]), tokensQ: null, tokensK: null, range: null };
+  assert.deepEqual(lineMaps(entry).map(([k]) => k), ["0", "1"]);
+  assert.deepEqual(lineMaps({ ...entry, heads: 0 }).map(([k]) => k), ["mean"]); // a snapshot without heads
 });

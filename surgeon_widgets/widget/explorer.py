@@ -235,11 +235,14 @@ class Explorer(ShownLater, FrontEnd):
         per batch item, or a tokenizer's output and the tokenizer: ``ex.set_tokens(enc, tok)``."""
         self._live.attention.set_tokens(normalize_tokens(tokens, tokenizer))
 
-    def attention_figure(self, layer: str, head: int | None = None, batch: int = 0) -> Figure:
+    def attention_figure(
+        self, layer: str, head: int | None = None, batch: int = 0, scale: str = "range"
+    ) -> Figure:
         """Matplotlib heatmap of ``layer``'s latest full-resolution attention pattern
-        (``head=None``: mean of heads); ``KeyError`` unless it is selected and ran since."""
+        (``head=None``: mean of heads), in the widget's colours (``scale="fixed"``: 0-1);
+        ``KeyError`` unless it is selected and ran since."""
         pattern, tokens = self._live.attention.shown(layer, batch)
-        return attention_figure(pattern, layer, head, batch, tokens=tokens)
+        return attention_figure(pattern, layer, head, batch, tokens=tokens, scale=scale)  # type: ignore[arg-type]
 
     def submodel(self) -> Any:
         """``Extract(model, node_in, node_out, example_inputs=...)`` for the current cut;

@@ -26,6 +26,7 @@ import torch
 
 from ..engine.attention.capture import reduce_pattern
 from .history import History, Record
+from .views.attention_colors import range_tensor
 from .views.attention_tokens import Tokens, tokens_for
 
 __all__ = [
@@ -166,7 +167,8 @@ def attention_message(
     pooled further (never below ``MIN_HEAD_SIZE`` a side). Unpooled maps also travel as float32
     (``exact``) when everything still fits ``budget``. Token labels ride on the mean item only
     (``tokens_q`` / ``tokens_k``, when their length fits the axis). ``training``: the model's
-    mode in that forward, on every item when known.
+    mode in that forward, on every item when known. ``range``: ``[min, max]`` of the batch
+    item's heads at full resolution, the colour range of the layer (``views/attention_colors``).
     """
     n_batch, n_heads, n_q, n_k = pattern.shape
     if not 0 <= batch < n_batch:
@@ -178,7 +180,9 @@ def attention_message(
         head_size = max(MIN_HEAD_SIZE, min(max_size, math.isqrt(left)))
         heads = reduce_pattern(maps, head_size)
         values = [mean.values[0].cpu(), *heads.values.cpu()]
-        scales = torch.cat([mean.scale, heads.scale]).cpu().tolist()
+        # the colour range crosses to the CPU with the scales (one transfer, not two)
+        numbers = torch.cat([mean.scale, heads.scale, range_tensor(maps)]).cpu().tolist()
+        scales, rng = numbers[:-2], numbers[-2:]
         exact = None
         unpooled = all(tuple(v.shape) == (n_q, n_k) for v in values)
         if unpooled and (n_heads + 1) * n_q * n_k * 5 <= budget:
@@ -191,7 +195,7 @@ def attention_message(
             "heads": n_heads, "step": step, "dtype": "uint8",
             "shape": list(values[i].shape), "full_shape": [n_q, n_k],
             "lo": 0.0, "hi": float(scales[i]) * 255.0 if values[i].any() else 0.0,
-            "buffer": len(buffers),
+            "buffer": len(buffers), "range": rng,
         }  # fmt: skip
         if training is not None:
             item["training"] = training
@@ -209,13 +213,15 @@ def attention_message(
 
 
 class AttentionMap(NamedTuple):
-    """One layer's kept pattern and how to show it: batch item, step, train/eval mode."""
+    """One layer's kept pattern and how to show it: batch item, step, train/eval mode, and
+    the token labels of that batch item (for the snapshot)."""
 
     layer: str
     pattern: torch.Tensor
     batch: int = 0
     step: int = 0
     training: bool | None = None
+    tokens: list[str] | None = None
 
 
 def attention_update(

@@ -98,7 +98,7 @@ def fill(page):
         "([c, a]) => window.harness.inject(c, a)",
         [{"type": "attention", "items": attention}, [{"dtype": "uint8", "values": [9] * 16}]],
     )
-    assert page.locator(".sw-att-legend-hi").inner_text() == "1"
+    assert page.locator(".sw-att-legend-hi").inner_text() == "0.0176"  # the range: 9 / 255 * 0.5
     report = {
         "node_in": ["encoder.layers.0.attn"], "node_out": ["head"], "inputs": ["x", "h"],
         "outputs": ["head"], "leaks": {"x": ["encoder.layers.0.mlp"]}, "fix": ["mlp"],
@@ -129,6 +129,9 @@ def test_every_text_colour_has_at_least_4_5_to_1_contrast(harness, theme, jupyte
     fill(page)
     found = page.evaluate(CONTRASTS)
     assert len(found) > 40  # the views really rendered
+    for mode in ("lines", "model"):  # the attention view's other modes
+        page.get_by_role("radio", name=mode).check()
+        found += page.evaluate(CONTRASTS)
     bad = [f"{f['cls']} {f['text']!r}: {f['ratio']:.2f} ({f['color']} on {f['bg']})"
            for f in found if f["ratio"] < 4.5]  # fmt: skip
     assert bad == [], "\n".join(bad)

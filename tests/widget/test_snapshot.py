@@ -104,8 +104,11 @@ def test_the_snapshot_stays_within_its_bound():
     assert state_size(one) <= SNAPSHOT_BUDGET
     steps = [r["step"] for r in one["stats"]["history"]["l0/output"]]
     assert len(steps) == HISTORY_STEPS and steps[0] == 0 and one["stats"]["items"][0]["step"] == 255
-    (thumb,) = one["attention"]["items"]
+    thumb, *heads = one["attention"]["items"]
     assert thumb["shape"] == [32, 32] and thumb["full_shape"] == [300, 300] and thumb["batch"] == 1
+    assert [h["head"] for h in heads] == [0, 1, 2, 3] and heads[0]["shape"] == [16, 16]
+    lo, hi = pattern[1].min().item(), pattern[1].max().item()  # the layer's colour range
+    assert all(i["range"] == pytest.approx([lo, hi]) for i in [thumb, *heads])
 
     many = snapshot_state(_history(100, 3), [f"l{k}" for k in range(100)], maps)
     assert state_size(many) <= SNAPSHOT_BUDGET
@@ -228,8 +231,10 @@ def test_a_shown_attention_layer_is_in_the_picture_and_the_snapshot(make):
     ex.select(["attn"])
     model(torch.randn(2, 6, 4))
     data = ex._repr_mimebundle_()[0]
-    (thumb,) = ex.snapshot["attention"]["items"]
+    thumb, *heads = ex.snapshot["attention"]["items"]
     assert thumb["layer"] == "attn" and thumb["full_shape"] == [6, 6] and thumb["shape"] == [6, 6]
+    assert len(heads) == thumb["heads"] == ex._live.attention.latest("attn").shape[1]
+    assert all(h["shape"] == [6, 6] for h in heads)  # every head, unpooled: the lines view
     causal = np.frombuffer(base64.b64decode(ex.snapshot["buffers"][thumb["buffer"]]), np.uint8)
     assert causal.reshape(6, 6)[0, 1:].tolist() == [0] * 5  # the first query sees itself only
     pixels = _picture({"data": data})

@@ -1,46 +1,16 @@
-// Canvas painting of attention maps: one canvas pixel per map cell, coloured by the shared
-// colormap LUT (../colormap.js, generated from matplotlib); CSS scales it up, pixelated.
+// Canvas painting of attention maps: one canvas pixel per map cell, coloured by the one rule of
+// ./colour.js (the colormap LUT of ../colormap.js, generated from matplotlib); CSS scales it up.
 
 import { prepare } from "../canvas.js";
 import { COLORMAP } from "../colormap.js";
+import { mapIndices } from "./colour.js";
 
 /** @typedef {import("./store.js").AttentionMap} AttentionMap */
 
-/** @typedef {"fixed" | "contrast"} ScaleMode */
-/** @typedef {{ lo: number, hi: number }} Scale */
-
-/** The fixed scale of attention weights (as CircuitsVis): 0 is the colormap's low end, 1 its top. */
-export const FIXED = Object.freeze({ lo: 0, hi: 1 });
+/** @typedef {import("./colour.js").Scale} Scale */
 
 /**
- * The weight range a map is coloured over: 0-1 when fixed, the map's own range for contrast.
- * @param {AttentionMap} m
- * @param {ScaleMode} mode
- * @returns {Scale}
- */
-export function mapScale(m, mode) {
-  if (mode === "fixed") return FIXED;
-  return { lo: m.lo, hi: m.hi > m.lo ? m.hi : m.lo + 1e-12 };
-}
-
-/**
- * Colormap index of each uint8 value v of `m` (weight m.lo + v / 255 * (m.hi - m.lo)) under `scale`.
- * @param {AttentionMap} m
- * @param {Scale} scale
- * @returns {Uint8Array}
- */
-export function scaleTable(m, scale) {
-  const table = new Uint8Array(256);
-  const span = scale.hi - scale.lo;
-  for (let v = 0; v < 256; v++) {
-    const w = m.lo + (v / 255) * (m.hi - m.lo);
-    table[v] = Math.round(Math.min(1, Math.max(0, (w - scale.lo) / span)) * 255);
-  }
-  return table;
-}
-
-/**
- * RGBA pixels of a uint8 map: value v gets COLORMAP entry table[v] (identity without a table).
+ * RGBA pixels of COLORMAP entries (`table[v]` of each value when a table is given).
  * @param {Uint8Array} values
  * @param {Uint8Array} [table]
  * @returns {Uint8ClampedArray<ArrayBuffer>}
@@ -59,7 +29,8 @@ export function colorize(values, table) {
 }
 
 /**
- * Paint `m` into `canvas` (backing store = map size) shown at `size` CSS pixels on its long side.
+ * Paint `m` into `canvas` (backing store = map size) shown at `size` CSS pixels on its long
+ * side, coloured by the shared rule (./colour.js) on `scale`.
  * @param {HTMLCanvasElement} canvas
  * @param {AttentionMap} m
  * @param {number} size
@@ -74,7 +45,7 @@ export function paintMap(canvas, m, size, scale) {
   canvas.style.width = `${Math.round((size * m.cols) / long)}px`;
   canvas.style.height = `${Math.round((size * m.rows) / long)}px`;
   const ctx = /** @type {CanvasRenderingContext2D} */ (canvas.getContext("2d"));
-  ctx.putImageData(new ImageData(colorize(m.values, scaleTable(m, scale)), m.cols, m.rows), 0, 0);
+  ctx.putImageData(new ImageData(colorize(mapIndices(m, scale)), m.cols, m.rows), 0, 0);
 }
 
 /**

@@ -1,27 +1,33 @@
-// Attention heatmaps (PROTOCOL.md "Attention"): a thumbnails grid (layers x heads, click to
-// open) and, per layer, a heatmap with head and batch selectors, token labels and a hover read-out.
+// Attention (PROTOCOL.md "Attention"): one control "attention view" picks the mode: "map" (per
+// layer, a heatmap with head and batch selectors, token labels and a hover read-out), "lines"
+// (per layer, ./lines.js) or "model" (./model_view.js: every layer x head, click to open a map).
+// Everything is coloured by the one rule of ./colour.js; "0–1 scale" switches it to fixed.
 
 import { cssVar, Disposer, h } from "../dom.js";
-import { mapScale, paintLabels, paintLegendBar, paintMap } from "./draw.js";
-import { modeText, num } from "../histogram/format.js";
+import { layerScale } from "./colour.js";
+import { paintLabels, paintLegendBar, paintMap } from "./draw.js";
+import { LinesView } from "./lines.js";
+import { ModelView } from "./model_view.js";
+import { modeText, rangeText } from "../histogram/format.js";
 import { inModelOrder } from "../model_order.js";
-import { cellAt, gridLabels, readout, rowReadout } from "./readout.js";
+import { cellAt, readout, rowReadout } from "./readout.js";
 
 /** @typedef {import("../types.js").Model} Model */
 /** @typedef {import("./store.js").AttentionStore} AttentionStore */
 /** @typedef {import("./store.js").LayerMaps} LayerMaps */
 
 const SIZE = 256; // CSS pixels of the heatmap's long side
-const THUMB = 40;
-
-/** @typedef {import("./draw.js").ScaleMode} ScaleMode */
+/** The options of the "attention view" control. */
+export const MODES = /** @type {const} */ (["map", "lines", "model"]);
+/** @typedef {typeof MODES[number]} ViewMode */
+let groups = 0; // radio group names, unique per page
 
 /**
  * `hover` is the cell under the pointer (or arrow keys); `row` the query token label hovered.
  * @typedef {{
  *   el: HTMLElement, d: Disposer, head: string, hover: [number, number] | null, row: number | null,
- *   mode: ScaleMode, canvas: HTMLCanvasElement, rowsLabels: HTMLCanvasElement, colsLabels: HTMLCanvasElement,
- *   headSel: HTMLSelectElement, batchSel: HTMLSelectElement, contrast: HTMLInputElement,
+ *   canvas: HTMLCanvasElement, rowsLabels: HTMLCanvasElement, colsLabels: HTMLCanvasElement,
+ *   headSel: HTMLSelectElement, batchSel: HTMLSelectElement, lines: LinesView, body: HTMLElement,
  *   text: HTMLElement, title: HTMLElement, legend: HTMLElement, cursor: HTMLElement, rowMark: HTMLElement
  * }} Panel
  */
@@ -38,15 +44,33 @@ export class AttentionPanels {
     this.panels = new Map();
     /** @type {string[]} */
     this.order = [];
-    this.grid = h("div", { class: "sw-att-grid", role: "group", "aria-label": "Attention heads of selected layers" });
+    /** @type {ViewMode} */
+    this.mode = "map";
+    /** @type {import("./colour.js").ScaleMode} */
+    this.scaleMode = "range";
+    this.d = new Disposer();
+    const name = `sw-att-mode-${++groups}`;
+    this.modes = h("div", { class: "sw-att-modes", role: "radiogroup", "aria-label": "attention view" }, MODES.map((m) => h("label", {}, [
+      h("input", { type: "radio", name, value: m, class: "sw-local", ...(m === "map" ? { checked: "" } : {}) }), m,
+    ])));
+    this.fixed = h("input", { type: "checkbox", class: "sw-att-fixed sw-local" });
+    this.bar = h("div", { class: "sw-att-bar" }, [
+      this.modes,
+      h("label", { title: "Colour every map over 0 to 1 instead of its layer's range" }, [this.fixed, " 0–1 scale"]),
+    ]);
+    this.modelView = new ModelView((layer, head) => { this.setMode("map"); this.open(layer, head); });
+    this.grid = this.modelView.el;
+    this.grid.hidden = true;
     this.list = h("div", { class: "sw-att-panels" });
-    this.el = h("div", { class: "sw-attention-view" }, [this.grid, this.list]);
+    this.el = h("div", { class: "sw-attention-view", "data-mode": "map" }, [this.bar, this.grid, this.list]);
     this.el.hidden = true;
-    this.gridD = new Disposer();
-    /** @type {string} */
-    this.gridKey = "";
-    /** @type {Map<string, { button: HTMLButtonElement, canvas: HTMLCanvasElement }> | undefined} */
-    this.thumbs = undefined;
+    this.d.listen(this.modes, "change", (/** @type {Event} */ e) => {
+      this.setMode(/** @type {ViewMode} */ (/** @type {HTMLInputElement} */ (e.target).value));
+    });
+    this.d.listen(this.fixed, "change", () => {
+      this.scaleMode = this.fixed.checked ? "fixed" : "range";
+      this.redrawAll();
+    });
   }
 
   /**
@@ -83,9 +107,24 @@ export class AttentionPanels {
     this.paintGrid();
   }
 
+  /**
+   * Show the maps, the lines or the model view (the "attention view" control follows).
+   * @param {ViewMode} mode
+   */
+  setMode(mode) {
+    if (!MODES.includes(mode)) return;
+    this.mode = mode;
+    this.el.dataset.mode = mode;
+    for (const input of this.modes.querySelectorAll("input")) input.checked = input.value === mode;
+    this.grid.hidden = mode !== "model";
+    this.list.hidden = mode === "model";
+    this.redrawAll();
+  }
+
   dispose() {
     for (const name of [...this.panels.keys()]) this.drop(name);
-    this.gridD.dispose();
+    this.modelView.dispose();
+    this.d.dispose();
     this.el.remove();
   }
 
@@ -107,9 +146,8 @@ export class AttentionPanels {
     const canvas = h("canvas", { class: "sw-att-map", role: "img", tabindex: 0, "aria-label": `Attention of ${layer}` });
     const rowsLabels = h("canvas", { class: "sw-att-qlabels", "aria-hidden": "true" });
     const colsLabels = h("canvas", { class: "sw-att-klabels", "aria-hidden": "true" });
-    const headSel = h("select", { class: "sw-att-head", "aria-label": `Head of ${layer}` });
+    const headSel = h("select", { class: "sw-att-head sw-local", "aria-label": `Head of ${layer}` });
     const batchSel = h("select", { class: "sw-att-batch", "aria-label": `Batch item of ${layer}` });
-    const contrast = h("input", { type: "checkbox", class: "sw-att-contrast" });
     const text = h("div", { class: "sw-att-readout", "aria-live": "polite" });
     const title = h("h3", { class: "sw-layer-title", text: `${layer} · attention` });
     const cursor = h("div", { class: "sw-att-cursor", "aria-hidden": "true" });
@@ -122,35 +160,34 @@ export class AttentionPanels {
       h("span", { class: "sw-att-legend-lo" }), legendBar, h("span", { class: "sw-att-legend-hi" }),
       h("span", { class: "sw-att-legend-note" }),
     ]);
+    const body = h("div", { class: "sw-att-body" }, [
+      h("span", { class: "sw-att-axis sw-att-axis-k", text: "key →" }),
+      h("span", { class: "sw-att-corner" }), colsLabels,
+      h("span", { class: "sw-att-axis sw-att-axis-q", text: "query →" }),
+      rowsLabels,
+      h("div", { class: "sw-att-mapwrap" }, [canvas, rowMark, cursor]),
+    ]);
+    const lines = new LinesView(layer, d, (said) => {
+      text.textContent = said ?? "Hover a token for its lines; click a head's swatch to hide or show its lines.";
+    });
     const el = h("section", { class: "sw-attention", "data-attention": layer, "aria-label": `Attention of ${layer}` }, [
       title,
       h("div", { class: "sw-att-controls" }, [
-        h("label", {}, ["head ", headSel]), h("label", {}, ["batch item ", batchSel]),
-        h("label", { title: "Colour each map over its own range instead of 0 to 1" }, [contrast, " per-map contrast"]),
+        h("label", { class: "sw-att-headpick" }, ["head ", headSel]), h("label", {}, ["batch item ", batchSel]),
       ]),
-      h("div", { class: "sw-att-body" }, [
-        h("span", { class: "sw-att-axis sw-att-axis-k", text: "key →" }),
-        h("span", { class: "sw-att-corner" }), colsLabels,
-        h("span", { class: "sw-att-axis sw-att-axis-q", text: "query →" }),
-        rowsLabels,
-        h("div", { class: "sw-att-mapwrap" }, [canvas, rowMark, cursor]),
-      ]),
+      body,
+      lines.el,
       legend,
       text,
     ]);
     /** @type {Panel} */
     const p = {
-      el, d, head: "mean", hover: null, row: null, mode: "fixed", canvas, rowsLabels, colsLabels,
-      headSel, batchSel, contrast, text, title, legend, cursor, rowMark,
+      el, d, head: "mean", hover: null, row: null, canvas, rowsLabels, colsLabels,
+      headSel, batchSel, lines, body, text, title, legend, cursor, rowMark,
     };
     d.listen(headSel, "change", () => { p.head = headSel.value; this.draw(layer); this.paintGrid(); });
     d.listen(batchSel, "change", () => {
       this.model.send({ type: "attention_batch", layer, batch: Number(batchSel.value) });
-    });
-    d.listen(contrast, "change", () => {
-      p.mode = contrast.checked ? "contrast" : "fixed";
-      this.draw(layer);
-      this.paintGrid();
     });
     d.listen(canvas, "mousemove", (/** @type {MouseEvent} */ e) => {
       const m = this.store.get(layer)?.maps.get(p.head);
@@ -210,10 +247,15 @@ export class AttentionPanels {
     p.canvas.setAttribute("aria-label", `Attention of ${layer} ${headText} batch ${entry.batch}`);
     p.canvas.dataset.head = p.head;
     p.canvas.dataset.step = String(entry.step);
-    const scale = mapScale(m, p.mode);
+    const scale = layerScale(entry, this.scaleMode);
+    const lines = this.mode === "lines";
+    p.body.hidden = lines;
+    p.lines.el.hidden = !lines;
+    p.el.querySelector(".sw-att-headpick")?.toggleAttribute("hidden", lines);
     paintMap(p.canvas, m, SIZE, scale);
     this.paintLegend(p, scale);
     const color = cssVar(p.el, "--sw-fg2", "#666");
+    if (lines) p.lines.draw(entry, scale, cssVar(p.el, "--sw-fg", "#222"));
     const long = Math.max(m.rows, m.cols);
     const row = p.row !== null && p.row < m.rows ? p.row : null;
     const mark = row === null ? null : {
@@ -229,17 +271,22 @@ export class AttentionPanels {
   }
 
   /**
-   * The legend's end labels are the range the map is coloured over.
+   * The legend's end labels are the range the layer is coloured over (lines: their opacity).
    * @param {Panel} p
-   * @param {import("./draw.js").Scale} scale
+   * @param {import("./colour.js").Scale} scale
    */
   paintLegend(p, scale) {
     const [lo, hi, note] = p.legend.querySelectorAll("span");
-    lo.textContent = num(scale.lo);
-    hi.textContent = num(scale.hi);
-    note.textContent = p.mode === "fixed" ? "fixed scale" : "this map's range";
-    p.legend.dataset.scale = p.mode;
-    p.legend.setAttribute("aria-label", `Colour scale from ${lo.textContent} to ${hi.textContent} (${note.textContent})`);
+    const [a, b] = rangeText(scale.lo, scale.hi);
+    lo.textContent = a;
+    hi.textContent = b;
+    lo.title = String(scale.lo);
+    hi.title = String(scale.hi);
+    const flat = scale.mode === "range" && !(scale.hi - scale.lo >= 1e-12);
+    note.textContent = scale.mode === "fixed" ? "fixed 0–1 scale" : flat ? "all weights equal" : "this layer's range";
+    if (this.mode === "lines") note.textContent += " · line opacity";
+    p.legend.dataset.scale = scale.mode;
+    p.legend.setAttribute("aria-label", `Colour scale from ${a} to ${b} (${note.textContent})`);
   }
 
   /**
@@ -273,61 +320,15 @@ export class AttentionPanels {
     this.placeBox(p.rowMark, p.canvas, row === null ? null : [row, row + 1, 0, m.cols], m.rows, m.cols);
     if (row !== null) p.text.textContent = rowReadout(m, row, entry.tokensQ, entry.tokensK);
     else if (hover) p.text.textContent = readout(m, hover[0], hover[1], entry.tokensQ, entry.tokensK);
+    else if (this.mode === "lines") p.lines.setFocus(p.lines.focus);
     else p.text.textContent = "Hover the map for query token, key token and weight; a query label for its row.";
   }
 
-  /**
-   * Layers x heads thumbnails (mean first); click one to open it in its layer's heatmap.
-   * Buttons are kept across live updates (only repainted), so clicks and focus survive them.
-   */
+  /** The model view's thumbnails: every layer that has a panel, in order. */
   paintGrid() {
-    /** @type {[string, string[]][]} */
-    const layout = [];
-    for (const layer of this.order) {
-      const entry = this.store.get(layer);
-      if (entry && this.panels.has(layer)) {
-        layout.push([layer, ["mean", ...Array.from({ length: entry.heads }, (_, i) => String(i))]]);
-      }
-    }
-    const key = JSON.stringify(layout);
-    if (key !== this.gridKey) {
-      this.gridKey = key;
-      this.gridD.dispose();
-      this.thumbs = new Map();
-      const labels = gridLabels(layout.map(([layer]) => layer));
-      this.grid.replaceChildren(...layout.map(([layer, heads], i) => h("div", { class: "sw-att-grid-row" }, [
-        h("span", { class: "sw-att-grid-layer", title: layer, text: labels[i] }),
-        ...heads.map((head) => this.thumb(layer, head)),
-      ])));
-    }
-    for (const [layer, heads] of layout) {
-      const entry = this.store.get(layer);
-      const p = this.panels.get(layer);
-      for (const head of heads) {
-        const t = this.thumbs?.get(`${layer}\u0000${head}`);
-        const m = entry?.maps.get(head);
-        if (!t) continue;
-        if (m) paintMap(t.canvas, m, THUMB, mapScale(m, p?.mode ?? "fixed"));
-        t.button.setAttribute("aria-pressed", String(p?.head === head));
-      }
-    }
-    this.el.hidden = layout.length === 0;
-  }
-
-  /**
-   * @param {string} layer
-   * @param {string} head
-   */
-  thumb(layer, head) {
-    const label = head === "mean" ? "mean" : `head ${head}`;
-    const canvas = h("canvas", { class: "sw-att-thumb-map", "aria-hidden": "true" });
-    const button = h("button", {
-      type: "button", class: "sw-att-thumb", title: `${layer} ${label}`,
-      "aria-label": `Open ${layer} ${label}`, "aria-pressed": "false", "data-layer": layer, "data-head": head,
-    }, [canvas, h("span", { text: head === "mean" ? "μ" : head })]);
-    this.gridD.listen(button, "click", () => this.open(layer, head));
-    this.thumbs?.set(`${layer}\u0000${head}`, { button, canvas });
-    return button;
+    const layers = this.order.map((n) => this.store.get(n)).filter((e) => e !== undefined && this.panels.has(e.layer));
+    this.modelView.paint(/** @type {LayerMaps[]} */ (layers), this.scaleMode, (layer) => this.panels.get(layer)?.head);
+    this.el.hidden = layers.length === 0;
   }
 
   /**

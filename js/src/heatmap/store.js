@@ -11,7 +11,7 @@ import { decode } from "../codec.js";
  *   layer: string, head: number | "mean", batch: number, batches?: number, heads?: number,
  *   step?: number, shape: number[], full_shape?: number[], lo: number, hi: number,
  *   buffer: number, dtype?: string, exact?: BinaryRef, tokens_q?: string[], tokens_k?: string[],
- *   training?: boolean
+ *   training?: boolean, range?: [number, number]
  * }} WireMap
  */
 
@@ -28,7 +28,7 @@ import { decode } from "../codec.js";
  * @typedef {{
  *   layer: string, batch: number, batches: number, heads: number, step: number,
  *   training?: boolean, maps: Map<string, AttentionMap>, tokensQ: string[] | null,
- *   tokensK: string[] | null
+ *   tokensK: string[] | null, range: [number, number] | null
  * }} LayerMaps
  */
 
@@ -78,11 +78,13 @@ export class AttentionStore {
         entry = {
           layer: w.layer, batch: w.batch, batches: w.batches ?? 1, heads: w.heads ?? 0, step,
           training: w.training, maps: new Map(), tokensQ: entry?.tokensQ ?? null, tokensK: entry?.tokensK ?? null,
+          range: null,
         };
         this.layers.set(w.layer, entry);
         touched.add(w.layer);
       }
       entry.maps.set(String(w.head), decodeMap(w, buffers));
+      if (w.range) entry.range = w.range;
       if (w.head === "mean") {
         entry.tokensQ = w.tokens_q ?? null;
         entry.tokensK = w.tokens_k ?? null;

@@ -180,9 +180,14 @@ class AttentionView:
         """The latest kept map of ``layers`` (default: all kept), as each is shown."""
         latest = dict(self._latest)  # hooks may add one meanwhile (a static picture's thread)
         names = [n for n in (latest if layers is None else layers) if n in latest]
+        rows = self.tokens or []
+
+        def row(batch: int) -> list[str] | None:
+            return rows[batch] if batch < len(rows) else rows[0] if rows else None
+
         return [
             AttentionMap(n, latest[n], self._batch.get(n, 0), self._steps.get(n, 0),
-                         self._modes.get(n))
+                         self._modes.get(n), row(self._batch.get(n, 0)))
             for n in names
         ]  # fmt: skip
 

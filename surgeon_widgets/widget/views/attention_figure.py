@@ -1,8 +1,8 @@
 """Matplotlib heatmap of one attention map, in the colormap the Explorer's heatmap uses.
 
-The browser colours uint8 value ``v`` with entry ``v`` of ``js/src/colormap.js``, generated
-from ``matplotlib.colormaps[COLORMAP]`` by ``scripts/make_colormap.py``; the figure uses that
-colormap itself, with the same range ``[0, max weight]``.
+Coloured by the one rule of :mod:`.attention_colors` (the browser's, pixel for pixel): by
+default over ``[min, max]`` of the batch item's heads (the range the widget's legend shows for
+that layer), ``scale="fixed"`` over ``[0, 1]``; the colour bar shows that range.
 
 >>> import torch
 >>> pattern = torch.softmax(torch.randn(1, 2, 3, 3), -1)
@@ -14,17 +14,34 @@ colormap itself, with the same range ``[0, max weight]``.
 
 from __future__ import annotations
 
-import matplotlib
 import numpy as np
 import torch
+from matplotlib.cm import ScalarMappable
+from matplotlib.colors import ListedColormap, Normalize
 from matplotlib.figure import Figure
 
+from .attention_colors import COLORMAP, Scale, attention_range, colour_index, lut
 from .figures import NotebookFigure
 
-__all__ = ["COLORMAP", "MAX_TICK_LABELS", "attention_figure"]
+__all__ = ["COLORMAP", "MAX_TICK_LABELS", "RuleNorm", "attention_figure", "rule_colormap"]
 
-COLORMAP = "viridis"
 MAX_TICK_LABELS = 64
+
+
+class RuleNorm(Normalize):
+    """Matplotlib's side of the colour rule: weight -> the middle of its LUT entry's bin, so a
+    256-entry colormap picks exactly :func:`~.attention_colors.colour_index`'s entry."""
+
+    def __call__(self, value, clip=None):  # always clipped, as the rule
+        data = np.ma.asarray(value)
+        index = colour_index(np.ma.filled(data, np.nan), float(self.vmin), float(self.vmax))
+        return np.ma.masked_array((index + 0.5) / 256.0, mask=np.ma.getmaskarray(data))
+
+
+def rule_colormap() -> ListedColormap:
+    """The LUT as a matplotlib colormap; ``+ 0.25`` because matplotlib truncates
+    ``colour * 255`` to bytes, which would turn ``v / 255`` into ``v - 1`` for some ``v``."""
+    return ListedColormap(np.minimum((lut().astype(np.float64) + 0.25) / 255.0, 1.0), COLORMAP)
 
 
 def attention_figure(
@@ -34,6 +51,7 @@ def attention_figure(
     batch: int = 0,
     tokens: list[str] | None = None,
     tokens_k: list[str] | None = None,
+    scale: Scale = "range",
 ) -> Figure:
     """Heatmap of ``pattern[batch, head]`` (``head=None``: the mean over heads), full resolution.
 
@@ -42,6 +60,8 @@ def attention_figure(
         layer: shown in the title.
         tokens: query labels (and key labels unless ``tokens_k``), shown when at most
             ``MAX_TICK_LABELS`` long and matching the axis.
+        scale: ``"range"``: colours over ``[min, max]`` of batch item ``batch``'s heads (as the
+            widget); ``"fixed"``: over ``[0, 1]``.
 
     Raises:
         ValueError: ``head`` or ``batch`` out of range (the valid range is named).
@@ -54,18 +74,21 @@ def attention_figure(
             f"head must be in 0..{n_heads - 1} (or None for the mean) for {layer!r}, got {head}"
         )
     maps = pattern[batch].detach().float()
+    lo, hi = attention_range(maps, scale)
     data = (maps.mean(0) if head is None else maps[head]).cpu().numpy()
     fig = NotebookFigure(figsize=(6, 5.2), layout="constrained")
     ax = fig.add_subplot()
-    image = ax.imshow(
+    ax.imshow(
         data,
-        cmap=matplotlib.colormaps[COLORMAP],
-        vmin=0.0,
-        vmax=max(float(data.max()), np.finfo(np.float32).tiny),
+        cmap=rule_colormap(),
+        norm=RuleNorm(lo, hi),
         interpolation="nearest",
+        interpolation_stage="rgba",  # colour each weight first: no resampling of the data
         aspect="auto",
     )
-    fig.colorbar(image, ax=ax, label="attention weight")
+    bar = ScalarMappable(Normalize(lo, hi if hi > lo else lo + 1e-12), rule_colormap())
+    what = "layer's range" if scale == "range" else "fixed scale"
+    fig.colorbar(bar, ax=ax, label=f"attention weight ({what} {lo:.3g}–{hi:.3g})")
     which = "mean of heads" if head is None else f"head {head}"
     ax.set_title(f"{layer} · {which} · batch {batch}", fontsize=10)
     ax.set_xlabel("key")

@@ -143,7 +143,8 @@ def static_png(
     title: str = "",
 ) -> bytes:
     """PNG of what the panels show: each selected layer's latest histograms (one plot per
-    key, ``layers`` in the panels' order), then each attention map (mean of heads).
+    key, ``layers`` in the panels' order), then each attention map (mean of heads), given
+    as ``uint8 [q, k, 3]`` RGB coloured by :mod:`.attention_colors`.
 
     A notebook without the widget (a saved file, GitHub, ``nbconvert --to html``) shows this.
     Every plot is ``STILL_SIZE`` (inches at ``STILL_DPI``), two a row. Cheap to draw (one
@@ -178,8 +179,7 @@ def static_png(
         ax.tick_params(labelsize=7)
     for j, (layer, data) in enumerate(maps):
         ax = fig.add_subplot(rows, cols, len(series) + j + 1)
-        ax.imshow(data, cmap="viridis", vmin=0.0, vmax=max(float(data.max()), 1e-12),
-                  interpolation="nearest", aspect="auto")  # fmt: skip
+        ax.imshow(data, interpolation="nearest", aspect="auto")  # RGB: the attention colour rule
         ax.set_title(f"attention of {layer} · mean of heads", fontsize=8)
         ax.set_xlabel("key", fontsize=7)
         ax.set_ylabel("query", fontsize=7)
