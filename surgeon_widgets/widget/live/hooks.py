@@ -100,6 +100,8 @@ class LiveHooks:
         self._grad_hooks = HookRegistry("Explorer gradients")
         self._newest: dict[str, deque[Any]] = {}  # per layer: its newest gradient hooks' handles
         self._attached: set[str] = set()
+        self._wanted: set[str] = set()
+        self._backward: set[str] = set()  # layers whose gradient came: their key shares too
 
     @property
     def attached(self) -> list[str]:
@@ -117,12 +119,25 @@ class LiveHooks:
             self._grad_hooks.remove(name)
             self._newest.pop(name, None)
         self.throttle.keep(lambda k: _layer_of(k[0], wanted) and (gradients or k[1] != "gradient"))
-        self.throttle.keys = len(wanted) * (2 if gradients else 1)
+        self._wanted = wanted
+        self._backward &= wanted if gradients else set()
+        self._share()
         me = weakref.ref(self)  # hooks must not keep the widget alive
         for name in sorted(wanted - self._attached):
             module = self.model.get_submodule(name)
             self.registry.forward(module, _forward_hook(me, name, module), name=name)
         self._attached = wanted
+
+    def _share(self) -> None:
+        # gradient keys share the time budget once a backward brought one: eval-only use
+        # (gradients on, no backward) keeps the activations' rate of gradients=False
+        self.throttle.keys = len(self._wanted) + len(self._backward)
+
+    def backward_seen(self, name: str) -> None:
+        """A gradient of layer ``name`` came: from now on its key shares the budget."""
+        if name not in self._backward and name in self._wanted:
+            self._backward.add(name)
+            self._share()
 
     def park(self, gradients: bool = False) -> None:
         """Take the forward hooks off (the next :meth:`sync` puts them back); ``gradients``:
@@ -242,6 +257,7 @@ def _grad_hook(me: weakref.ref[LiveHooks], name: str, leaf: str, step: int, trai
             return
         try:
             key = (f"{name}/{leaf}", "gradient")
+            live.backward_seen(name)
             due, _ = live.due(key)
             if due:
                 live.report(key, name, step, leaf, grad, training)
