@@ -54,9 +54,14 @@ def test_the_first_real_compile_is_said_while_it_runs(make, fresh_dynamo):
     assert len(seen) == 2
 
 
-def test_a_selection_made_during_the_compile_gets_its_code_at_once(make, fresh_dynamo):
+@pytest.mark.parametrize("how", ["wrapper", "in_place"])
+def test_a_selection_made_during_the_compile_gets_its_code_at_once(make, fresh_dynamo, how):
     model = _mlp()
-    compiled = torch.compile(model, backend="eager")  # dynamo's own compile, no codegen
+    if how == "wrapper":
+        compiled = torch.compile(model, backend="eager")  # dynamo's own compile, no codegen
+    else:
+        compiled = model
+        model.compile(backend="eager")
     ex = make(compiled, max_rate=0)
     seen = _watch(ex)
 
