@@ -2,7 +2,8 @@
 Kernel > Restart), its view switches to its snapshot, says "kernel stopped" and disables every
 control that needs a kernel, keeping the histograms it drew.
 
-Real JupyterLab 4, a real kernel, JupyterLab's own commands (the restart through its dialog).
+Real JupyterLab 4 and Notebook 7, a real kernel, their own commands (the restart through its
+dialog).
 """
 
 from __future__ import annotations
@@ -49,10 +50,11 @@ KERNEL_CONTROLS = (".sw-gradients", ".sw-rate", ".sw-remove-hooks", "input.sw-pa
 
 
 @pytest.mark.parametrize("how", ["shutdown", "restart"])
-def test_a_stopped_kernel_turns_the_open_view_into_its_snapshot(browser, jupyterlab, how):
+def test_a_stopped_kernel_turns_the_open_view_into_its_snapshot(browser, jupyter_app, how):
+    app, base = jupyter_app
     shots = os.environ.get("SURGEON_SCREENSHOT_DIR")
     name = f"kernel_{how}_e2e.ipynb"
-    with notebook_page(browser, jupyterlab, "lab", name, [SETUP, TRAIN, SAVED]) as (page, errors):
+    with notebook_page(browser, base, app, name, [SETUP, TRAIN, SAVED]) as (page, errors):
         page.evaluate(RUN_CELL, 0)
         page.evaluate(RUN_CELL, 1)
         page.evaluate(RUN_CELL, 2)
@@ -72,7 +74,7 @@ def test_a_stopped_kernel_turns_the_open_view_into_its_snapshot(browser, jupyter
         note = page.locator(STOPPED)
         note.wait_for(timeout=30_000)
         signal = view.get_attribute("data-kernel-signal")
-        print(f"{how}: 'kernel stopped' after {time.monotonic() - started:.2f} s ({signal})")
+        print(f"{app} {how}: 'kernel stopped' after {time.monotonic() - started:.2f} s ({signal})")
         assert note.inner_text() == "kernel stopped · snapshot at step 4"
         for control in KERNEL_CONTROLS:
             assert view.locator(control).first.is_disabled(), control
@@ -85,10 +87,10 @@ def test_a_stopped_kernel_turns_the_open_view_into_its_snapshot(browser, jupyter
         right = view.locator(".sw-right").inner_text()
         assert "Waiting for a forward pass" not in right and "Active hooks" not in right
         if shots:
-            view.screenshot(path=os.path.join(shots, f"kernel_{how}_light.png"))
+            view.screenshot(path=os.path.join(shots, f"kernel_{how}_{app}_light.png"))
             page.evaluate(THEME, "JupyterLab Dark")
             page.wait_for_function("() => document.body.dataset.jpThemeLight === 'false'")
             time.sleep(0.5)
-            view.screenshot(path=os.path.join(shots, f"kernel_{how}_dark.png"))
+            view.screenshot(path=os.path.join(shots, f"kernel_{how}_{app}_dark.png"))
             page.evaluate(THEME, "JupyterLab Light")
         assert errors == [], errors
