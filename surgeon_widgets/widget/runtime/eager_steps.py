@@ -9,10 +9,10 @@ under ``torch.compiler.set_stance("force_eager")`` (so blocks compiled in place 
 eagerly too), and the context manager is exited. ``timed(eager, seconds)``, if given, hears
 how long each call took. ``compiling(True)``, if given, hears that a call enters the compiled
 code while no call of it has returned yet (dynamo compiles the model in that call: 38 s for a
-ResNet-18 in issue 32), ``compiling(False)`` that it returned; a call that raised leaves the code cold (the
-next call compiles again). Nothing of dynamo's is read for it: the first compiled call of a
-model compiled before :func:`eager_steps` was called says so too, for as long as that call
-takes. The hooks the views need are added on enter
+ResNet-18 in issue 32), ``compiling(False)`` that it returned; a call that raised leaves the
+code cold (the next call compiles again). Nothing of dynamo's is read for it: the first
+compiled call of a model compiled before :func:`eager_steps` was called says so too, for as
+long as that call takes. The hooks the views need are added on enter
 and taken off on exit, so the compiled graph never sees one: its guards never change, no
 selection change compiles a graph or adds a graph break, and the user's compiled code stays
 cached. The call's backward is eager autograd, so gradient hooks added in that forward fire.
