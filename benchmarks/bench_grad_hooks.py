@@ -65,10 +65,10 @@ def evaluating_no_grad(model: nn.Module) -> Callable[[], None]:
     return step
 
 
-def _counting(sent: list[int], i: int) -> Callable[..., None]:
+def _counting(sent: list[dict[str, int]], i: int) -> Callable[..., None]:
     def send(content: dict, buffers: object = None) -> None:
-        items = content.get("items", []) if content.get("type") == "stats" else []
-        sent[i] += sum(1 for it in items if it.get("kind") == "activation")
+        for it in content.get("items", []) if content.get("type") == "stats" else []:
+            sent[i][it["kind"]] = sent[i].get(it["kind"], 0) + 1
 
     return send
 
@@ -82,7 +82,7 @@ def measure(loop: str, make: Callable[[nn.Module], Callable[[], None]], seconds:
     base = mlp()
     arms: dict[str, Callable[[], None]] = {}
     explorers = []
-    sent = [0, 0]  # activation items each Explorer sent (its update rate)
+    sent: list[dict[str, int]] = [{}, {}]  # items of each kind each Explorer sent (its rate)
     for arm in ("plain", "activations", "gradients"):
         model = copy.deepcopy(base).train()
         if arm != "plain":
@@ -112,7 +112,7 @@ def measure(loop: str, make: Callable[[nn.Module], Callable[[], None]], seconds:
               f"(windows {min(spread):.3f}-{max(spread):.3f})")  # fmt: skip
     waiting = sum(1 for owner, _, _ in live_hooks() if owner == "Explorer gradients")
     print(f"[{loop}] gradient hooks listed by live_hooks() at the end: {waiting}")
-    print(f"[{loop}] activation updates sent (activations, gradients): {sent}")
+    print(f"[{loop}] updates sent: activations arm {sent[0]}, gradients arm {sent[1]}")
     for ex in explorers:
         ex.close()
 

@@ -43,3 +43,23 @@ def test_eval_only_adds_no_gradient_hook_and_keeps_the_update_rate(make):
     assert throttle.keys == 4
     on.gradients = False
     assert throttle.keys == 2
+
+
+def test_gradient_hooks_go_on_at_twice_max_rate_not_at_every_forward(make):
+    model = _model()
+    ex = make(model, selected=["0", "2"], max_rate=10)  # a gradient every 0.1 s at most
+    now = [0.0]
+    ex._live.throttle.now = lambda: now[0]
+    waiting = lambda: [n for owner, _, n in live_hooks() if owner == "Explorer gradients"]  # noqa: E731
+    kept = [model(torch.randn(4, 8)) for _ in range(40)]  # an eval loop under grad, 0 s long
+    assert sorted(waiting()) == ["0", "2"]  # one forward's hooks, not 16 per layer
+    del kept
+    hooked = []
+    for _ in range(12):  # training, a step every 1/32 s: hooks on every other step
+        now[0] += 1 / 32
+        out = model(torch.randn(4, 8))
+        hooked.append(len(waiting()))
+        out.sum().backward()
+    assert hooked == [0, 2] * 6 and waiting() == []
+    # the gradient still comes at its rate: every 0.125 s (the throttle's 0.1 s, at a hook)
+    assert ex.stats("0")["0/grad_output"].steps == [41, 45, 49]
