@@ -64,8 +64,11 @@ def test_the_code_box_shows_the_waiting_selections_code_until_pythons_code_comes
 
 def test_a_stopped_kernel_says_so_and_disables_the_kernel_controls(harness):
     page = harness
-    page.evaluate("(s) => window.harness.mount(s)", {"rows": ROWS, "selected": ["a"], "code": "x"})
+    page.evaluate("(s) => window.harness.mount(s)", {
+        "rows": ROWS, "selected": ["a"], "code": "x", "status": COMPILING, "compiling": True,
+    })  # fmt: skip
     assert page.is_enabled(".sw-gradients") and page.is_enabled(".sw-remove-hooks")
+    assert page.is_visible(".sw-hooks .sw-status")
     page.evaluate("() => window.harness.model().emit('comm_live_update')")
     root = page.locator('.sw-explorer[data-kernel="stopped"]')
     assert root.get_attribute("data-kernel-signal") == "comm_live"
@@ -73,6 +76,8 @@ def test_a_stopped_kernel_says_so_and_disables_the_kernel_controls(harness):
     for control in KERNEL_CONTROLS:
         assert page.is_disabled(control), control
     assert page.is_enabled(".sw-search") and page.is_enabled(".sw-copy")
+    assert not page.is_visible(".sw-hooks .sw-status")  # the kernel's compile is no more
+    assert not page.is_visible('[data-layer="a"] .sw-waiting')
     page.evaluate("() => window.harness.model().emit('msg:custom', {type: 'stats', items: []}, [])")
     assert root.count() == 1  # a late message does not bring a stopped kernel back
     assert page.evaluate("() => window.harness.unmount()") is True
