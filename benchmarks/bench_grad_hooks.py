@@ -3,9 +3,11 @@
 A 48-layer MLP (width 32, batch 16): the forward and backward are cheap, so the hooks' own
 Python work shows. Arms, each on its own copy of the model, take turns step by step (shuffled
 rounds): ``plain``, an Explorer watching all 48 layers without gradients (``activations``) and
-with ``gradients=True`` (``gradients``), default throttle. Two loops: training steps (forward,
-backward, SGD: each backward takes its forward's hooks) and an eval loop under grad that keeps
-its last 20 outputs (no backward: hooks pile up to the per-layer bound). Printed: each arm's
+with ``gradients=True`` (``gradients``, the default since issue 32), default throttle. Three
+loops: training steps (forward, backward, SGD: each backward takes its forward's hooks), an eval
+loop under grad that keeps its last 20 outputs (no backward: hooks pile up to the per-layer
+bound) and an eval loop under ``torch.no_grad()`` (eval-only use: gradients on must cost what
+off costs, and keep the activations' update count). Printed: each arm's
 CPU time over ``plain``'s (``process_time``; the range is the lowest and highest ratio of five
 windows), and how many gradient hooks ``live_hooks()`` lists at the end (0 after training).
 
@@ -53,6 +55,24 @@ def evaluating(model: nn.Module) -> Callable[[], None]:
     return lambda: kept.append(model(x))
 
 
+def evaluating_no_grad(model: nn.Module) -> Callable[[], None]:
+    x = torch.randn(BATCH, WIDTH)
+
+    def step() -> None:
+        with torch.no_grad():
+            model(x)
+
+    return step
+
+
+def _counting(sent: list[dict[str, int]], i: int) -> Callable[..., None]:
+    def send(content: dict, buffers: object = None) -> None:
+        for it in content.get("items", []) if content.get("type") == "stats" else []:
+            sent[i][it["kind"]] = sent[i].get(it["kind"], 0) + 1
+
+    return send
+
+
 def windows(arm: list[float], base: list[float], k: int = 5) -> list[float]:
     n = max(1, len(base) // k)
     return [sum(arm[i : i + n]) / sum(base[i : i + n]) for i in range(0, len(base) - n + 1, n)]
@@ -62,12 +82,13 @@ def measure(loop: str, make: Callable[[nn.Module], Callable[[], None]], seconds:
     base = mlp()
     arms: dict[str, Callable[[], None]] = {}
     explorers = []
+    sent: list[dict[str, int]] = [{}, {}]  # items of each kind each Explorer sent (its rate)
     for arm in ("plain", "activations", "gradients"):
         model = copy.deepcopy(base).train()
         if arm != "plain":
             names = [str(i) for i in range(LAYERS)]
             ex = Explorer(model, selected=names, gradients=arm == "gradients")
-            ex.send = lambda content, buffers=None: None  # type: ignore[method-assign]
+            ex.send = _counting(sent, len(explorers))  # type: ignore[method-assign]
             explorers.append(ex)
         arms[arm] = make(model)
         for _ in range(5):
@@ -91,6 +112,7 @@ def measure(loop: str, make: Callable[[nn.Module], Callable[[], None]], seconds:
               f"(windows {min(spread):.3f}-{max(spread):.3f})")  # fmt: skip
     waiting = sum(1 for owner, _, _ in live_hooks() if owner == "Explorer gradients")
     print(f"[{loop}] gradient hooks listed by live_hooks() at the end: {waiting}")
+    print(f"[{loop}] updates sent: activations arm {sent[0]}, gradients arm {sent[1]}")
     for ex in explorers:
         ex.close()
 
@@ -105,6 +127,7 @@ def main() -> None:
     print("# one thread; CPU = process_time; the machine's load shifts every arm alike")
     measure("training", training, seconds)
     measure(f"eval keeping {KEPT} outputs", evaluating, seconds)
+    measure("eval under no_grad", evaluating_no_grad, seconds)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ import { guardWrites, readOnly } from "./read_only.js";
 import { HistoryStore } from "./histogram/store.js";
 import { nonfiniteLine } from "./nonfinite.js";
 import { recordedLayers } from "./run_mode.js";
+import { watchKernel } from "./kernel_gone.js";
 import { keepSnapshot } from "./snapshot.js";
 import { TreeView } from "./tree/view.js";
 
@@ -115,14 +116,17 @@ function render({ model: host, el }) {
   d.onModel(model, "change:closed", paintClosed);
   paintClosed();
 
-  // No kernel for this model (a saved notebook reopened): the panels come from `snapshot`.
-  keepSnapshot(model, d, {
+  // No kernel for this model (a saved notebook reopened): the panels come from `snapshot`;
+  // the kernel stopping under a live view switches it there too ("kernel stopped").
+  const still = keepSnapshot(model, d, {
     root, right, paint: ({ stats, attention: maps, buffers }) => {
       store.apply(stats, buffers);
       panels.redrawAll();
       attention.drawLayers(attention.store.apply(maps, buffers));
     },
+    drawn: () => store.byKey.size > 0,
   });
+  watchKernel(host, d, still.kernelStopped);
   model.send({ type: "hello" });
   return () => d.dispose();
 }

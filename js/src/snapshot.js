@@ -8,6 +8,10 @@
 // once a kernel is connected, so a model restored from the notebook usually has a kernel but
 // no Explorer behind it: nothing answers. No message within `HELLO_TIMEOUT_MS` and a saved
 // snapshot = snapshot mode; any message later (a busy kernel answering late) leaves it.
+//
+// A live view whose kernel stops (`kernelStopped()`, from kernel_gone.js) enters the same mode
+// for good: "kernel stopped", its controls disabled; it keeps what it drew live (newer than the
+// saved snapshot) and paints the snapshot only if it drew nothing.
 
 import { h } from "./dom.js";
 
@@ -17,8 +21,8 @@ import { h } from "./dom.js";
 
 export const HELLO_TIMEOUT_MS = 2500;
 
-/** Controls that work without a kernel: the search box, the log-count switch, `.sw-local` ones. */
-const LOCAL_CONTROLS = ".sw-search, .sw-logcount, .sw-local";
+/** Controls that work without a kernel: the search box, the log-count switch, Copy, `.sw-local` ones. */
+const LOCAL_CONTROLS = ".sw-search, .sw-logcount, .sw-copy, .sw-local";
 
 /**
  * @param {string} text base64
@@ -51,6 +55,14 @@ export function snapshotLabel(snap) {
   const mode = snap.training === true ? " · train" : snap.training === false ? " · eval" : "";
   const left = snap.left_out ? ` (${snap.left_out} left out: over the size bound)` : "";
   return `snapshot at step ${snap.step}${mode}, no kernel${left}`;
+}
+
+/**
+ * "kernel stopped · snapshot at step 12": a live view whose kernel went away.
+ * @param {Snapshot | undefined} snap
+ */
+export function stoppedLabel(snap) {
+  return snap?.step != null ? `kernel stopped · snapshot at step ${snap.step}` : "kernel stopped";
 }
 
 /**
@@ -87,11 +99,14 @@ export function disableKernelControls(root) {
  * @param {{
  *   root: HTMLElement, right: HTMLElement,
  *   paint: (msgs: ReturnType<typeof snapshotMessages>) => void,
- *   timeoutMs?: number
- * }} parts `paint` feeds the messages to the views' stores and draws them
+ *   drawn?: () => boolean, timeoutMs?: number
+ * }} parts `paint` feeds the messages to the views' stores and draws them; `drawn`: did
+ *   the live view draw anything
+ * @returns {{ kernelStopped: (signal: string) => void }}
  */
-export function keepSnapshot(model, d, { root, right, paint, timeoutMs = HELLO_TIMEOUT_MS }) {
+export function keepSnapshot(model, d, { root, right, paint, drawn = () => false, timeoutMs = HELLO_TIMEOUT_MS }) {
   let answered = false;
+  let stopped = false;
   /** @type {(() => void) | null} */
   let undo = null;
   const note = h("p", { class: "sw-snapshot-note", role: "status" });
@@ -114,7 +129,28 @@ export function keepSnapshot(model, d, { root, right, paint, timeoutMs = HELLO_T
     root.setAttribute("data-snapshot-step", String(snap.step));
     undo = disableKernelControls(root);
   };
-  d.onModel(model, "msg:custom", () => { answered = true; leave(); });
+  d.onModel(model, "msg:custom", () => {
+    answered = true;
+    if (!stopped) leave();
+  });
   const timer = setTimeout(enter, timeoutMs);
   d.add(() => { clearTimeout(timer); leave(); });
+  const kernelStopped = (/** @type {string} */ signal) => {
+    if (stopped) return;
+    stopped = true;
+    clearTimeout(timer);
+    /** @type {Snapshot | undefined} */
+    const snap = model.get("snapshot");
+    if (!undo && !drawn() && snap?.step != null) paint(snapshotMessages(snap));
+    note.textContent = stoppedLabel(snap);
+    note.classList.add("sw-kernel-stopped");
+    right.prepend(note);
+    root.classList.add("sw-snapshot");
+    if (snap?.step != null) root.setAttribute("data-snapshot-step", String(snap.step));
+    root.setAttribute("data-kernel", "stopped");
+    root.setAttribute("data-kernel-signal", signal);  // which signal said so (kernel_gone.js)
+    undo ??= disableKernelControls(root);
+  };
+  d.add(() => { root.removeAttribute("data-kernel"); root.removeAttribute("data-kernel-signal"); });
+  return { kernelStopped };
 }

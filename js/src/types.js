@@ -26,7 +26,7 @@
  *   node_in: Record<string, string>, node_out: Record<string, string>,
  *   cut_report: Record<string, any>, code: string, run?: { layers?: string[] }, closed: boolean,
  *   param_layers: string[], nonfinite?: NonFinite[], no_values?: Record<string, string>,
- *   param_notes?: Record<string, string>, snapshot?: Snapshot
+ *   param_notes?: Record<string, string>, snapshot?: Snapshot, compiling?: boolean
  * }} Traits
  */
 

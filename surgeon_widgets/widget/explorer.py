@@ -32,7 +32,7 @@ from ..record.run_log import RunLog
 from . import still_display
 from .front_end import FrontEnd
 from .history import History, NonFinite, Record, Series
-from .live.recompile_status import RecompileStatus
+from .live.recompile_status import COMPILING, RecompileStatus, weakly
 from .live.selection import Selection, SelectionHooks, compile_note, meta_ran, resolve
 from .runtime import hook_guards, notebook, ownership
 from .runtime.eager_steps import available as eager_only
@@ -49,7 +49,7 @@ from .views.cut_panel import CutPanel, Marks, NameMap
 from .views.errors import ErrorList
 from .views.figures import history_figure
 from .views.tree_panel import TreePanel
-from .wire import fit_budget, history_snapshot, insert_result, stats_message
+from .wire import code_message, fit_budget, history_snapshot, insert_result, stats_message
 
 __all__ = ["Explorer"]
 
@@ -73,7 +73,8 @@ class Explorer(ShownLater, FrontEnd):
     """Browse ``model``'s modules and watch live statistics of the layers you select.
 
     Every forward your own code runs updates the selected layers' histogram, mean, std,
-    min/max, zeros and NaN/Inf counts (their gradients with ``gradients=True``, their own
+    min/max, zeros and NaN/Inf counts (their gradients when a backward runs, unless
+    ``gradients=False``; their own
     weights with ``params=True`` or ``param_layers``; ``nonfinite``: where values first went
     NaN / Inf, the first entry where they broke), at most ``max_rate`` times a second per
     layer within ~2% of wall time (:mod:`.live.throttle`). ``close()``, a newer Explorer on the
@@ -95,8 +96,8 @@ class Explorer(ShownLater, FrontEnd):
         >>> ex = Explorer(model, max_rate=0)
         >>> ex.select(["0"])
         >>> _ = model(torch.ones(2, 4))
-        >>> ex.stats("0")["0/output"].latest.shape, ex.hooks
-        ((2, 3), [{'name': '0', 'kind': 'forward'}])
+        >>> ex.stats("0")["0/output"].latest.shape, [h["kind"] for h in ex.hooks]
+        ((2, 3), ['forward', 'gradient'])
         >>> _ = model(torch.full((2, 4), float("nan")))
         >>> ex.nonfinite  # the first NaN / Inf record of each key, oldest first
         [NonFinite(layer='0', key='0/output', step=1, nans=6, infs=0)]
@@ -106,7 +107,8 @@ class Explorer(ShownLater, FrontEnd):
     max_rate = t.Float(10.0).tag(sync=True)
     errors = t.List(t.Dict()).tag(sync=True)
     notes = t.List(t.Unicode()).tag(sync=True)
-    status = t.Unicode("").tag(sync=True)  # "recompiling, ~N s" until the first record
+    status = t.Unicode("").tag(sync=True)  # COMPILING, or "recompiling, ~N s" until a record
+    compiling = t.Bool(False).tag(sync=True)  # the model's first torch.compile is running
     replaced = t.Unicode("").tag(sync=True)
     clicks = t.Unicode("").tag(sync=True)  # how clicks reach a running cell: see kernel_comms
     closed = t.Bool(False).tag(sync=True)
@@ -127,7 +129,7 @@ class Explorer(ShownLater, FrontEnd):
         example_inputs: ExampleInputs = None,
         *,
         selected: list[str] | None = None,
-        gradients: bool = False,
+        gradients: bool = True,
         max_rate: float = 10.0,
         show_nodes: bool = False,
         params: bool = False,
@@ -168,7 +170,7 @@ class Explorer(ShownLater, FrontEnd):
             self._watched, self._on_records, self._send_attention,
             self._errors.hook_failed, self._errors.add, self._note, max_rate,
             on_meta=lambda layer: self._no_values(layer, meta_ran(layer)),
-            before=self._handover.at_forward,
+            before=self._handover.at_forward, compiling=weakly(self._compile_running),
         )  # fmt: skip
         self._cut = CutPanel(
             model, example_inputs, lambda: Marks(self.node_in, self.node_out, self.selected),
@@ -351,8 +353,14 @@ class Explorer(ShownLater, FrontEnd):
         only logged."""
         if self.read_only:  # refused at once (_writable): nothing to hand over
             self._set_state_now(sync_data)
-        else:
-            self._view_state.set_state(sync_data)
+            return
+        self._view_state.set_state(sync_data)
+        waits = "selected" in sync_data and "selected" in self._view_state.waiting
+        if waits and not (self.node_in or self.node_out):
+            # the model's thread is busy (a running cell, a compile): the code box shows the
+            # selection's code now; the names alone make it, nothing of the model is read
+            names = [str(n) for n in sync_data["selected"] or []]
+            self.send(*code_message(names, self._cut.selection_code(names)))
 
     def _set_state_now(self, sync_data: dict) -> None:
         try:
@@ -450,6 +458,16 @@ class Explorer(ShownLater, FrontEnd):
         self.send(*stats_message(fit_budget(records), self._history))
         self._shown_changed()
 
+    def _compile_running(self, running: bool) -> None:
+        """The model's first compile started or ended (on the model's thread, in its call)."""
+        if self.closed:
+            return
+        if running:
+            self.status = COMPILING
+        elif self.status == COMPILING:
+            self.status = ""
+        self.compiling = running
+
     def _publish_errors(self, entries: list[dict]) -> None:
         with self._lock:
             self.errors = entries
@@ -493,3 +511,4 @@ class Explorer(ShownLater, FrontEnd):
         self._remove_hooks()
         self.replaced = ownership.REPLACED
         self.hooks = []
+

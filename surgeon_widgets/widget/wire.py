@@ -31,7 +31,7 @@ from .views.attention_tokens import Tokens, tokens_for
 
 __all__ = [
     "ATTENTION_BUDGET", "BUDGET", "MIN_HEAD_SIZE", "AttentionMap", "Message", "attention_message",
-    "attention_update", "fit_budget", "history_snapshot", "insert_result", "item",
+    "attention_update", "code_message", "fit_budget", "history_snapshot", "insert_result", "item",
     "payload_size", "snapshot_message", "stats_message",
 ]  # fmt: skip
 
@@ -142,6 +142,12 @@ def snapshot_message(
 def insert_result(ok: bool, message: str) -> Message:
     """``{type: "insert_result", ok, message}``: the answer to the cut panel's ``insert_cell``."""
     return {"type": "insert_result", "ok": ok, "message": message}, []
+
+
+def code_message(selected: list[str], code: str) -> Message:
+    """``{type: "code", selected, code}``: the code of a view's selection that waits for the
+    model's thread; the code box shows it until ``code`` (the trait) changes."""
+    return {"type": "code", "selected": selected, "code": code}, []
 
 
 def history_snapshot(history: History) -> Message:

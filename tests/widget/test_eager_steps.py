@@ -230,7 +230,7 @@ def test_a_click_from_another_thread_applies_at_the_next_compiled_forward(make, 
     assert ex._view_state.waiting == ["selected"] and ex.hooks == []
     assert not model._forward_pre_hooks  # no pre-hook for the inbox: the call applies it
     _step(handed, x)
-    assert ex.hooks == [{"name": "4", "kind": "forward"}]
+    assert ex.hooks == [{"name": "4", "kind": "forward"}, {"name": "4", "kind": "gradient"}]
     assert ex.stats("4")["4/output"].steps == [0] and backend.graphs == graphs
 
 

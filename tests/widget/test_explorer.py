@@ -437,8 +437,8 @@ def test_a_replaced_explorer_is_read_only_from_its_view_and_from_python(make, fr
     new = make(model)
     assert (old.read_only, new.read_only) == (REPLACED, "")
     view_update(old, selected=["layer2"])  # clicks in the old view
-    view_update(old, node_out={"layer2": "layer2"}, gradients=True)
-    assert old.selected == ["layer1"] and old.node_out == {} and not old.gradients
+    view_update(old, node_out={"layer2": "layer2"}, gradients=False)
+    assert old.selected == ["layer1"] and old.node_out == {} and old.gradients
     assert old.code == code and old.hooks == []
     assert f"selected cannot change: {REPLACED}" in old.errors[0]["text"]
     with pytest.raises(RuntimeError, match="read-only: Replaced by a newer Explorer"):

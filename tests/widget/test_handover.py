@@ -92,7 +92,7 @@ def test_selection_from_another_thread_applies_at_the_next_forward_and_records_i
     model(torch.randn(3, 4))  # the pre-hook attaches before layer 2 runs: this forward counts
     assert hooked(model) == {"2"}
     assert ex.stats("2")["2/output"].latest.shape == (3, 2)
-    assert [h["name"] for h in ex.hooks] == ["2"]
+    assert ex.hooks == [{"name": "2", "kind": "forward"}, {"name": "2", "kind": "gradient"}]
     assert all(owner != "Explorer handover" for owner, _, _ in live_hooks())  # pre-hook gone
     ex.close()
 

@@ -46,7 +46,8 @@ def test_weights_move_and_gradients_match_grad_in_a_training_loop(training):
     assert {h["name"] for h in ex.hooks if h["kind"] == "parameters"} == {"0"}
     series = ex.stats("0")
     assert {k: s.kind for k, s in series.items()} == {
-        "0/output": "activation", "0/weight": "weight", "0/bias": "weight",
+        "0/output": "activation", "0/grad_output": "gradient",  # gradients: on by default
+        "0/weight": "weight", "0/bias": "weight",
         "0/weight.grad": "weight grad", "0/bias.grad": "weight grad",
         "0/weight.update": "update", "0/bias.update": "update",
     }  # fmt: skip
@@ -64,7 +65,7 @@ def test_weights_move_and_gradients_match_grad_in_a_training_loop(training):
     same(u.values[0], weights[1] - weights[0])
     kinds = {it["kind"] for content, _ in ex.sent if content["type"] == "stats"
              for it in content["items"]}  # fmt: skip
-    assert kinds == {"activation", "weight", "weight grad", "update"}  # same transport
+    assert kinds == {"activation", "gradient", "weight", "weight grad", "update"}  # one transport
 
 
 def test_per_layer_switch_and_no_update_without_a_step(training):
@@ -100,10 +101,11 @@ def test_a_selection_change_writes_hooks_once(training):
     assert ex.param_layers == ["0", "2"]
     assert len(writes) == 1 and {(h["name"], h["kind"]) for h in writes[0]} == {
         ("0", "forward"), ("1", "forward"), ("2", "forward"),
+        ("0", "gradient"), ("1", "gradient"), ("2", "gradient"),  # on by default
         ("0", "parameters"), ("2", "parameters"),
     }  # fmt: skip
-    ex.gradients = True
-    assert len(writes) == 2 and {"name": "2", "kind": "gradient"} in writes[1]
+    ex.gradients = False
+    assert len(writes) == 2 and {"name": "2", "kind": "gradient"} not in writes[1]
 
 
 def of_class(model: nn.Module, cls: str) -> str:
@@ -127,5 +129,5 @@ def test_a_container_shows_its_childrens_parameters_or_says_where_they_are():
     same(series[f"{out}/dense.weight"].latest, dense.weight)
     same(series[f"{out}/dense.weight.grad"].latest, dense.weight.grad)
     assert f"{out}/LayerNorm.bias" in series
-    assert not [k for k in ex.stats(block) if k != f"{block}/output"]
+    assert sorted(ex.stats(block)) == [f"{block}/grad_output", f"{block}/output"]  # no params
     ex.close()

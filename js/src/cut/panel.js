@@ -53,13 +53,22 @@ export class CutPanel {
     d.listen(this.fix, "click", () => model.send({ type: "cut_apply_fix" }));
     d.listen(this.copy, "click", () => this.onCopy());
     d.listen(this.insert, "click", () => this.onInsert());
+    /** @type {{ selected: string[], code: string } | null} the code of a selection that waits
+     * for the model's thread (a "code" message: the kernel is busy, e.g. compiling) */
+    this.preview = null;
     d.onModel(model, "msg:custom", (/** @type {any} */ msg) => {
+      if (msg?.type === "code") {
+        this.preview = { selected: [...(msg.selected ?? [])], code: String(msg.code ?? "") };
+        this.paintCode();
+        return;
+      }
       if (msg?.type !== "insert_result") return;
       this.clearTimer();
       this.setStatus(String(msg.message ?? ""), !msg.ok);
     });
     for (const key of ["node_in", "node_out", "cut_report"]) d.onModel(model, `change:${key}`, () => this.paint());
-    d.onModel(model, "change:code", () => this.paintCode());
+    d.onModel(model, "change:code", () => { this.preview = null; this.paintCode(); });
+    d.onModel(model, "change:selected", () => this.paintCode());
     this.paint();
     this.paintCode();
   }
@@ -128,8 +137,16 @@ export class CutPanel {
     this.fix.textContent = fix?.length ? `Apply fix: also cut at ${fix.join(", ")}` : "";
   }
 
+  /** The code box's code: Python's `code`, or the waiting selection's while it is the view's. */
+  shownCode() {
+    const p = this.preview;
+    const selected = this.model.get("selected") ?? [];
+    const current = p && p.selected.length === selected.length && p.selected.every((n, i) => n === selected[i]);
+    return current && p ? p.code : this.model.get("code") ?? "";
+  }
+
   paintCode() {
-    const code = this.model.get("code") ?? "";
+    const code = this.shownCode();
     highlight(this.code, code || "# mark a cut or select layers to get code");
     this.copy.disabled = !code;
     this.insert.disabled = !code;
@@ -142,7 +159,7 @@ export class CutPanel {
     const r = /** @type {any} */ (this.model.get("cut_report") ?? {});
     const fresh = sameNames(r.node_in, this.model.get("node_in") ?? {})
       && sameNames(r.node_out, this.model.get("node_out") ?? {});
-    return fresh && r.code ? String(r.code) : this.model.get("code") ?? "";
+    return fresh && r.code ? String(r.code) : this.shownCode();
   }
 
   /**
@@ -185,7 +202,7 @@ export class CutPanel {
   }
 
   async onCopy() {
-    const ok = await copyText(this.model.get("code") ?? "", this.el);
+    const ok = await copyText(this.shownCode(), this.el);
     if (ok) this.setStatus("Copied");
     else {
       const range = document.createRange();

@@ -103,6 +103,7 @@ export class LayerPanels {
       d.onModel(model, "change:param_layers", paint);
       d.onModel(model, "change:param_notes", paint);
       d.onModel(model, "change:no_values", () => this.draw(name));
+      d.onModel(model, "change:compiling", () => this.draw(name));
       paint();  // draws nothing yet: sync() draws the panel once it is in this.panels
     }
     return h("section", { class: "sw-layer", "data-layer": name, "aria-label": `Layer ${name}` }, [
@@ -141,7 +142,10 @@ export class LayerPanels {
     waiting.hidden = keys.length > 0;
     const frozen = this.model ? readOnly(this.model) : "";
     const why = this.model?.get("no_values")?.[layer];  // e.g. it ran on the meta device
-    waiting.textContent = frozen ? `Nothing recorded for ${layer}: this Explorer is read-only.` : why ?? `Waiting for a forward pass through ${layer}…`;
+    // the model's first torch.compile: no forward comes before it ends (Python's status text)
+    const compiling = this.model?.get("compiling") ? this.model.get("status") || null : null;
+    waiting.textContent = frozen ? `Nothing recorded for ${layer}: this Explorer is read-only.` : why ?? compiling ?? `Waiting for a forward pass through ${layer}…`;
+    waiting.classList.toggle("sw-compiling", compiling != null);
     const paramsShown = new Set(this.model?.get("param_layers") ?? []);
     const color = cssVar(panel, "--sw-hist-color", "#1976d2");
     const gradColor = cssVar(panel, "--sw-grad-color", "#e65100");

@@ -1,4 +1,5 @@
-// Active hooks, notes, a status line ("recompiling, ~N s" while dynamo recompiles after a
+// Active hooks, notes, a status line ("the model is compiling: first record after it" during
+// the model's first torch.compile, "recompiling, ~N s" while dynamo recompiles after a
 // selection change), and the error list (merged
 // entries with a count, the detail on hover and in a <details>, a Clear button).
 // A recorded run has no hooks: only its errors (reading the run, a failed job) are shown.
@@ -47,7 +48,7 @@ export class HooksPanel {
     ]);
     d.listen(this.button, "click", () => model.send({ type: "remove_all_hooks" }));
     d.listen(this.clear, "click", () => model.send({ type: "clear_errors" }));
-    for (const trait of ["hooks", "errors", "selected", "notes", "status", "replaced", "run"]) {
+    for (const trait of ["hooks", "errors", "selected", "notes", "status", "compiling", "replaced", "run"]) {
       d.onModel(model, `change:${trait}`, () => this.paint());
     }
     this.paint();
@@ -62,7 +63,10 @@ export class HooksPanel {
     this.status.textContent = status;
     this.status.hidden = !status;
     const hooks = this.model.get("hooks") ?? [];
-    this.title.textContent = `Active hooks (${hooks.length})`;
+    // a selection made while the model compiles waits for it: not "0 hooks" as if none will come
+    const waits = this.model.get("compiling") && hooks.length === 0 && (this.model.get("selected") ?? []).length > 0;
+    this.title.textContent = waits ? "Active hooks: attached when the compile ends" : `Active hooks (${hooks.length})`;
+    this.status.classList.toggle("sw-compiling", Boolean(this.model.get("compiling")));
     this.list.replaceChildren(...hooks.map((k) => h("li", {}, [
       h("span", { class: "sw-hook-name", text: k.name }),
       h("span", { class: "sw-hook-kind", text: k.kind }),

@@ -1,4 +1,9 @@
-"""The visible status of a selection change that makes dynamo recompile: "recompiling, ~N s".
+"""The visible status while dynamo compiles: the model's first compile, and recompiles.
+
+The model's own first ``torch.compile`` (a compiled model's first call, see
+:mod:`..runtime.eager_steps`) shows :data:`COMPILING` until that call returns.
+
+A selection change that makes dynamo recompile shows "recompiling, ~N s".
 
 Where the hooks do go into compiled code (blocks compiled in place in an eager model, a torch
 without :mod:`..runtime.eager_steps`' door), a selection change recompiles at the next forward
@@ -19,9 +24,12 @@ its first record (``"recompiling"`` before any), and ``""`` once a record arrive
 from __future__ import annotations
 
 import time
+import weakref
 from collections.abc import Callable
 
-__all__ = ["RecompileStatus"]
+__all__ = ["COMPILING", "RecompileStatus", "weakly"]
+
+COMPILING = "the model is compiling: first record after it"
 
 
 class RecompileStatus:
@@ -42,3 +50,16 @@ class RecompileStatus:
             self.took = self.now() - self._since
             self._since = None
         return ""
+
+
+def weakly(method: Callable[[bool], None]) -> Callable[[bool], None]:
+    """``method`` of an object held weakly: the model's compiled call must not keep the
+    Explorer alive (gone: nothing to tell)."""
+    ref = weakref.WeakMethod(method)  # type: ignore[arg-type]
+
+    def tell(running: bool) -> None:
+        bound = ref()
+        if bound is not None:
+            bound(running)
+
+    return tell

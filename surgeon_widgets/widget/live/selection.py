@@ -118,6 +118,9 @@ class SelectionHooks:
         on_meta: called with a selected layer's name each time it ran on meta tensors.
         before: called at the start of each call of a compiled model (:attr:`eager_only`),
             outside its compiled code (the Explorer's inbox of clicks).
+        compiling: called with ``True`` when a call of a compiled model (:attr:`eager_only`)
+            enters its compiled code before any call of it returned (dynamo compiles), with
+            ``False`` when that call ends (:mod:`..runtime.eager_steps`).
     """
 
     def __init__(
@@ -131,6 +134,7 @@ class SelectionHooks:
         max_rate: float = 10.0,
         on_meta: Callable[[str], None] = lambda layer: None,
         before: Callable[[], None] = lambda: None,
+        compiling: Callable[[bool], None] | None = None,
     ) -> None:
         self.model = model = unwrap(watched)
         self.on_note = on_note
@@ -156,7 +160,7 @@ class SelectionHooks:
         # stands in for the compiled call until close(): clicks apply through it (before)
         self._reduced = 0.0  # seconds the last eager step spent in reductions
         me = weakref.ref(self)  # the model must not keep the widget alive
-        self.steps = eager_steps.eager_steps(watched, _plan_of(me), _timed_of(me))
+        self.steps = eager_steps.eager_steps(watched, _plan_of(me), _timed_of(me), compiling)
 
     def sync(self, selection: Selection, in_forward: bool = False) -> list[dict]:
         """Attach exactly ``selection``'s hooks; return them as the ``hooks`` trait lists them.

@@ -7,7 +7,12 @@ Each call of the model first asks ``plan(args, kwargs)``: ``None`` runs the comp
 untouched (the usual step); a context manager (an update is due) is entered, the call runs
 under ``torch.compiler.set_stance("force_eager")`` (so blocks compiled in place inside run
 eagerly too), and the context manager is exited. ``timed(eager, seconds)``, if given, hears
-how long each call took. The hooks the views need are added on enter
+how long each call took. ``compiling(True)``, if given, hears that a call enters the compiled
+code while no call of it has returned yet (dynamo compiles the model in that call: 38 s for a
+ResNet-18 in issue 32), ``compiling(False)`` that it returned; a call that raised leaves the
+code cold (the next call compiles again). Nothing of dynamo's is read for it: the first
+compiled call of a model compiled before :func:`eager_steps` was called says so too, for as
+long as that call takes. The hooks the views need are added on enter
 and taken off on exit, so the compiled graph never sees one: its guards never change, no
 selection change compiles a graph or adds a graph break, and the user's compiled code stays
 cached. The call's backward is eager autograd, so gradient hooks added in that forward fire.
@@ -39,6 +44,7 @@ instance attribute and ``Module.compile``'s ``_compiled_call_impl``. Where neith
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 import weakref
 from collections.abc import Callable
@@ -52,8 +58,11 @@ from .compiled import is_compiled
 
 __all__ = ["EagerSteps", "Plan", "available", "dynamo_counts", "eager_steps", "entry"]
 
+log = logging.getLogger("surgeon_widgets.explorer")
+
 Plan = Callable[[tuple, dict], "AbstractContextManager[Any] | None"]
 Timed = Callable[[bool, float], None]
+Compiling = Callable[[bool], None]
 
 
 def entry(model: nn.Module) -> str | None:
@@ -78,27 +87,38 @@ def available(model: nn.Module) -> bool:
     return entry(model) is not None
 
 
-def eager_steps(model: nn.Module, plan: Plan, timed: Timed | None = None) -> EagerSteps | None:
+def eager_steps(
+    model: nn.Module, plan: Plan, timed: Timed | None = None, compiling: Compiling | None = None
+) -> EagerSteps | None:
     """Ask ``plan(args, kwargs)`` at each call of compiled ``model`` (see the module docstring);
     ``None`` when ``model`` has no compiled call to stand in for (:func:`entry`)."""
     name = entry(model)
-    return None if name is None else EagerSteps(model, name, plan, timed)
+    return None if name is None else EagerSteps(model, name, plan, timed, compiling)
 
 
 class EagerSteps:
     """Stands in for a compiled model's outermost call until :meth:`remove`.
 
-    ``eager``: how many calls ran eagerly so far. A copy or a pickle of the model gets the
-    compiled call itself.
+    ``eager``: how many calls ran eagerly so far; ``cold``: no call of the compiled code has
+    returned yet. A copy or a pickle of the model gets the compiled call itself.
     """
 
-    def __init__(self, model: nn.Module, name: str, plan: Plan, timed: Timed | None = None) -> None:
+    def __init__(
+        self,
+        model: nn.Module,
+        name: str,
+        plan: Plan,
+        timed: Timed | None = None,
+        compiling: Compiling | None = None,
+    ) -> None:
         self._model = weakref.ref(model)
         self._name = name
         self._compiled = model.__dict__[name]
         self._plan = plan
         self._timed = timed
+        self._compiling = compiling
         self.eager = 0
+        self.cold = True
         object.__setattr__(model, name, self)  # past nn.Module's and dynamo's __setattr__
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -116,10 +136,31 @@ class EagerSteps:
                     self.eager += 1
                 except RuntimeError:  # called from inside a compiled frame: compiled, unseen
                     stack.close()
-            output = self._compiled(*args, **kwargs)
+            if self.cold and not eager:
+                output = self._first_compiled(args, kwargs)
+            else:
+                output = self._compiled(*args, **kwargs)
         if self._timed is not None:
             self._timed(eager, time.perf_counter() - start)
         return output
+
+    def _first_compiled(self, args: tuple, kwargs: dict) -> Any:
+        """A call of the compiled code before any returned: dynamo compiles in it."""
+        self._tell(True)
+        try:
+            output = self._compiled(*args, **kwargs)
+            self.cold = False
+        finally:
+            self._tell(False)
+        return output
+
+    def _tell(self, compiling: bool) -> None:
+        if self._compiling is None:
+            return
+        try:
+            self._compiling(compiling)
+        except Exception:  # the user's call goes on
+            log.exception("Explorer: telling the view about the compile failed")
 
     def remove(self) -> None:
         """Put the compiled call back (only if nobody replaced this one since)."""

@@ -135,6 +135,8 @@ class CutPanel:
         self.shell = shell
         self._trace_error = ""
         self._fingerprint: tuple = ()
+        self._model_name = "model"  # as the user's namespace named the model at the last refresh
+        self._modules = frozenset(n for n, _ in model.named_modules())
 
     def refresh(self) -> tuple[CutReport, str]:
         """Analyse the current marks and show the report and code; return the report and the
@@ -150,6 +152,16 @@ class CutPanel:
         marked = marks.node_in or marks.node_out
         self.show({**report.to_dict(), "code": cut_code} if marked else {}, code)
         return report, cut_code or code
+
+    def selection_code(self, selected: list[str]) -> str:
+        """The code a selection alone gets (no cut marked), from names only: for the view on
+        any thread while the model's thread is busy (e.g. compiling). Reads neither the model
+        nor the user's namespace (the model's name is the last refresh's)."""
+        layers = _layers_only(self._modules, selected)
+        try:
+            return inspect_code(layers, self._model_name) if layers else ""
+        except (TypeError, ValueError) as error:
+            return f"# no code: {error}"
 
     def submodel(self) -> Extract:
         """``Extract(model, node_in, node_out, example_inputs=...)`` for the current cut.
@@ -218,7 +230,7 @@ class CutPanel:
     def _code(self, marks: Marks, report: CutReport) -> tuple[str, str]:
         """``(code, cut_code)``: the Extract and Inspect source, and the Extract part alone."""
         namespace = self.namespace()
-        model_name = find_variable_name(self.model, namespace)
+        model_name = self._model_name = find_variable_name(self.model, namespace)
         cut, inspect = "", ""
         try:
             if marks.node_in or marks.node_out:
@@ -229,7 +241,8 @@ class CutPanel:
                     inputs_name = found if known else "example_inputs"
                 cut = extract_code(_spec(marks.node_in), _spec(marks.node_out), model_name,
                                    inputs_name).split("\n\n", 1)[1]  # fmt: skip
-            selected = _layers_only(self.model, marks.selected)
+            self._modules = frozenset(n for n, _ in self.model.named_modules())
+            selected = _layers_only(self._modules, marks.selected)
             if selected:
                 inspect = inspect_code(selected, model_name).split("\n\n", 1)[1]
         except (TypeError, ValueError) as error:
@@ -246,10 +259,9 @@ class CutPanel:
         return source(Extract=cut, Inspect=inspect), source(Extract=cut)
 
 
-def _layers_only(model: Any, names: list[str]) -> list[str]:
+def _layers_only(modules: frozenset[str], names: list[str]) -> list[str]:
     """The selected names Inspect takes (modules, with a call suffix); graph nodes are left out:
     hooks see module calls only."""
-    modules = dict(model.named_modules())
     return [n for n in names if n in modules or split_call_suffix(n)[0] in modules]
 
 
