@@ -27,7 +27,7 @@ def _reference(t: torch.Tensor) -> dict:
         "min": f.min().item() if f.numel() else None,
         "max": f.max().item() if f.numel() else None,
         "l2": torch.linalg.vector_norm(f).item() if f.numel() else None,
-        "finite": f.numel(),
+        "finite": f.numel(), "nonzero": int((f != 0).sum()),
     }  # fmt: skip
 
 
@@ -45,7 +45,7 @@ def _check(t: torch.Tensor) -> None:
             )
             assert getattr(got, key) == pytest.approx(ref[key], rel=1e-3, abs=1e-5 * scale), key
     assert got.hist.shape == (BINS,) and got.hist.dtype == np.float32
-    assert got.hist.sum() == ref["finite"]
+    assert got.hist.sum() == ref["nonzero"]  # exact zeros have a bar of their own
     assert (got.hist >= 0).all()
 
 
@@ -66,7 +66,7 @@ def test_bool_and_complex():
     got = tensor_stats(b)
     assert got.mean == pytest.approx(b.float().mean().item())
     assert got.zeros == pytest.approx(1 - b.float().mean().item())
-    assert got.hist[0] + got.hist[-1] == 100
+    assert got.hist[-1] == got.hist.sum() == int(b.sum())  # the Falses are zeros: no bin
     c = torch.randn(50, dtype=torch.complex64)
     got = tensor_stats(c)
     assert got.note == "complex: abs" and got.dtype == "complex64"
@@ -121,7 +121,7 @@ def test_any_float_list(values):
     t = torch.tensor(values, dtype=torch.float32)
     got, ref = tensor_stats(t), _reference(t)
     assert (got.nans, got.infs, got.numel) == (ref["nans"], ref["infs"], ref["numel"])
-    assert got.hist.sum() == ref["finite"]
+    assert got.hist.sum() == ref["nonzero"]
     if ref["finite"]:
         exact = ref["finite"] == ref["numel"]  # else min/max are rebuilt from scaled values
         rel = 0 if exact else 1e-6
@@ -137,6 +137,7 @@ def _reference64(t: torch.Tensor) -> dict:
         "mean": f.mean().item(), "std": f.std().item(), "min": f.min().item(),
         "max": f.max().item(), "l2": f.norm().item(), "zeros": int((x == 0).sum()),
         "nans": int(torch.isnan(x).sum()), "infs": int(torch.isinf(x).sum()), "finite": f.numel(),
+        "nonzero": int((f != 0).sum()),
     }  # fmt: skip
 
 
@@ -180,7 +181,8 @@ def test_nan_inf_and_zeros_in_a_large_tensor_are_counted_exactly():
     for key in ("mean", "std", "l2"):
         assert getattr(got, key) == pytest.approx(ref[key], rel=1e-6, abs=1e-7 * ref["std"]), key
     assert (got.min, got.max) == pytest.approx((ref["min"], ref["max"]), rel=1e-6)
-    assert got.sampled == 0 and got.hist.sum() == ref["finite"]  # the exact pass bins all
+    # the exact pass bins every finite value but the zeros
+    assert got.sampled == 0 and got.hist.sum() == ref["nonzero"] < ref["finite"]
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
@@ -229,8 +231,27 @@ def test_either_side_of_the_host_path_equals_a_float64_reference(dtype):
             assert getattr(got, key) == pytest.approx(ref[key], rel=1e-6), key
         assert (got.min, got.max, got.sampled) == (ref["min"], ref["max"], 0)
         assert round(got.zeros * got.numel) == ref["zeros"]  # -0.0 counts as a zero
-        exact = torch.histc(part.double(), BINS, ref["min"], ref["max"]).numpy()
-        assert got.hist.sum() == part.numel() and np.abs(got.hist - exact).sum() <= 4
+        exact = torch.histc(part[part != 0].double(), BINS, ref["min"], ref["max"]).numpy()
+        assert got.hist.sum() == ref["nonzero"] and np.abs(got.hist - exact).sum() <= 4
+
+
+# the host path, the one pass on device, a sampled histogram, the exact pass (NaN in it)
+@pytest.mark.parametrize(("numel", "nan"), [(SMALL - 1, 0), (SMALL, 0), (1 << 19, 0), (SMALL, 1)])
+def test_exact_zeros_of_a_relu_are_left_out_of_the_bins(numel, nan):
+    t = _conv_activations()["relu"].reshape(-1)[:numel].clone()
+    if nan:
+        t[::1000] = math.nan
+    got, ref = tensor_stats(t), _reference64(t)
+    assert got.min == 0.0 and 0.3 < got.zeros < 0.7  # 0 lies in the first bin
+    assert round(got.zeros * got.numel) == ref["zeros"]
+    rest = t[(t != 0) & torch.isfinite(t)].double()
+    exact = torch.histc(rest, BINS, ref["min"], ref["max"]).numpy()
+    if got.sampled:  # the sample's shape is the non-zero values' shape: no spike at 0
+        assert np.abs(got.hist / got.hist.sum() - exact / exact.sum()).sum() < 0.03
+        assert got.hist.sum() < SAMPLE * 0.7
+    else:
+        assert got.hist.sum() == ref["nonzero"] and np.abs(got.hist - exact).sum() <= 4
+    assert got.hist[0] < 2 * got.hist[1]  # the first bin holds small values, not the zeros
 
 
 def test_strided_and_expanded_views_are_reduced_as_they_are():

@@ -10,6 +10,7 @@ import { everyText, sampledText } from "./cadence.js";
 import { barShare, drawHeat, drawHistogram } from "./draw.js";
 import { fullNum, modeText, rangeText, statsParts } from "./format.js";
 import { drawOutline, markRow, rebin, rowAt, sharedRange } from "./pin.js";
+import { paintZeroBar } from "./zeros.js";
 
 /** @typedef {import("./store.js").HistoryStore} HistoryStore */
 /** @typedef {import("../types.js").Model} Model */
@@ -170,6 +171,7 @@ export class LayerPanels {
       if (pin && pinned) {
         drawOutline(histCanvas, pinned, { ...HIST, color: pinColor, top: max, share: (n, m) => barShare(n, m, log) });
       }
+      paintZeroBar(q(".sw-zero"), it.zeros, pin ? pin.zeros : null, { color: c, pinColor });
       const legend = q(".sw-pin");
       legend.hidden = !pin;
       legend.textContent = pin ? `step ${it.step}: bars · step ${pin.step}: outline (pinned; click it again or Esc to unpin)` : "";
@@ -227,6 +229,10 @@ export class LayerPanels {
           h("span", { class: "sw-count-max" }), h("span", { class: "sw-count-title" }), h("span", { class: "sw-count-zero", text: "0" }),
         ]),
         h("canvas", { class: "sw-hist", role: "img", "aria-label": `Histogram of ${layer} ${leaf}` }),
+        h("div", { class: "sw-zero", role: "img", hidden: true }, [
+          h("div", { class: "sw-zero-track" }, [h("div", { class: "sw-zero-fill" }), h("div", { class: "sw-zero-pin" })]),
+          h("span", { class: "sw-zero-label" }),
+        ]),
         h("span", { class: "sw-hist-empty", role: "status" }),
       ]),
       h("div", { class: "sw-range" }, [h("span", { class: "sw-lo" }), h("span", { class: "sw-range-title", text: "value" }), h("span", { class: "sw-hi" })]),

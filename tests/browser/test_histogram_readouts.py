@@ -1,0 +1,63 @@
+"""What a histogram block reads out, in headless Chromium on the built bundle: the exact zeros'
+own bar, a pinned step's numbers, readable ranges, the update cadence (issue #32's small items).
+
+Stats come from real tensors (``tensor_stats`` of a ReLU's output) through the real wire
+(``wire.stats_message``), injected into the harness page's fake anywidget model.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from test_explorer_frontend import PIXEL, ROWS, mount
+from torch import nn
+
+from surgeon_widgets.engine.stats import tensor_stats
+from surgeon_widgets.widget.history import Record
+from surgeon_widgets.widget.wire import stats_message
+
+INJECT = "([c, a]) => window.harness.inject(c, a)"
+
+
+def relu_output(seed: int = 0, shift: float = 0.0) -> torch.Tensor:
+    """A real ReLU layer's output: about a third to a half exact zeros."""
+    torch.manual_seed(seed)
+    net = nn.Sequential(nn.Linear(16, 64), nn.ReLU())
+    with torch.no_grad():
+        return net(torch.randn(128, 16) + shift)
+
+
+def inject(page, layer: str, step: int, tensor: torch.Tensor, **extra) -> dict:
+    """Send the stats of ``tensor`` as ``layer``'s output at ``step``; returns the item sent."""
+    rec = Record(f"{layer}/output", layer, "output", "activation", step, tensor_stats(tensor))
+    content, buffers = stats_message([rec])
+    content["items"][0].update(extra)
+    arrays = [{"dtype": "float32", "values": np.frombuffer(b, "<f4").tolist()} for b in buffers]
+    page.evaluate(INJECT, [content, arrays])
+    return content["items"][0]
+
+
+def test_exact_zeros_get_their_own_labelled_bar(harness):
+    page = harness
+    mount(page, rows=ROWS, selected=["head"])
+    out = relu_output()
+    share = float((out == 0).float().mean())
+    assert 0.2 < share < 0.8
+    sent = inject(page, "head", 1, out)
+    assert sent["zeros"] == share
+    bar = '[data-layer="head"] .sw-zero'
+    assert page.is_visible(bar)
+    assert page.inner_text(f"{bar} .sw-zero-label") == f"0: {round(share * 100)}%"
+    fill = page.locator(f"{bar} .sw-zero-fill").bounding_box()
+    track = page.locator(f"{bar} .sw-zero-track").bounding_box()
+    assert abs(fill["height"] - share * track["height"]) <= 1  # its own 0-100% scale
+    # the bars hold the non-zero values only: the first bin is no spike of zeros
+    counts = tensor_stats(out).hist
+    assert counts.sum() == int((out != 0).sum()) and counts[0] < 2 * counts[1]
+    assert page.inner_text('[data-layer="head"] .sw-count-max') == str(int(counts.max()))
+    label = "Histogram of head output"
+    first = page.evaluate(PIXEL, [label, 1, 71])  # bin 0 (holds the small positive values)
+    assert first[3] > 0
+    # a tensor with no exact zero has no zero bar
+    inject(page, "head", 2, torch.randn(64, 64))
+    assert not page.is_visible(bar)
