@@ -61,3 +61,15 @@ def test_exact_zeros_get_their_own_labelled_bar(harness):
     # a tensor with no exact zero has no zero bar
     inject(page, "head", 2, torch.randn(64, 64))
     assert not page.is_visible(bar)
+
+
+def test_cadence_reads_true_for_fast_steps_and_max_rate_0(harness):
+    page = harness
+    title = '[data-layer="head"] .sw-leaf-title'
+    mount(page, rows=ROWS, selected=["head"], max_rate=0)  # no throttle: every forward
+    inject(page, "head", 1, relu_output(), every=0.004)  # 4 ms between forwards
+    assert page.inner_text(title).endswith("step 1 · train · every step, 4 ms apart")
+    assert page.evaluate("() => window.harness.unmount()")
+    mount(page, rows=ROWS, selected=["head"], max_rate=10)
+    inject(page, "head", 2, relu_output(), every=0.04)
+    assert page.inner_text(title).endswith("step 2 · train · every 40 ms")  # not "0.0 s"

@@ -159,7 +159,7 @@ export class LayerPanels {
       block.hidden = PARAM_KINDS.has(it.kind) && !paramsShown.has(layer);
       const c = it.kind === "activation" ? color : it.kind === "weight" || it.kind === "update" ? weightColor : gradColor;
       const q = (/** @type {string} */ s) => /** @type {HTMLElement} */ (block.querySelector(s));
-      q(".sw-leaf-title").textContent = `${it.leaf} · ${it.kind} · step ${it.step}${modeText(it)}${everyText(it)}`;
+      q(".sw-leaf-title").textContent = `${it.leaf} · ${it.kind} · step ${it.step}${modeText(it)}${everyText(it, this.model?.get("max_rate") === 0)}`;
       const pin = this.pins.get(key);
       const [lo, hi] = pin ? sharedRange(it, pin) : [it.lo, it.hi];
       const bins = it.counts.length || 64;
