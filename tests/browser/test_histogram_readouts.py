@@ -73,3 +73,18 @@ def test_cadence_reads_true_for_fast_steps_and_max_rate_0(harness):
     mount(page, rows=ROWS, selected=["head"], max_rate=10)
     inject(page, "head", 2, relu_output(), every=0.04)
     assert page.inner_text(title).endswith("step 2 · train · every 40 ms")  # not "0.0 s"
+
+
+def test_a_narrow_curve_range_reads_as_low_end_and_span(harness):
+    page = harness
+    mount(page, rows=ROWS, selected=["head"])
+    out = relu_output() + 0.5
+    for step in range(1, 6):  # means 3e-5 apart in all: "0.8273 … 0.82733" before
+        sent = inject(page, "head", step, out + step * 6e-6)
+    curve = '[data-layer="head"] .sw-curves [data-stat="mean"]'
+    lo, hi = page.inner_text(f"{curve} .sw-curve-lo"), page.inner_text(f"{curve} .sw-curve-hi")
+    first = float(lo)
+    assert abs(first - (sent["mean"] - 4 * 6e-6)) < 1e-4 and len(lo) <= 6
+    assert hi.startswith("+") and abs(float(hi[1:]) - 2.4e-5) < 2e-6
+    box = page.locator(f"{curve} .sw-curve-range").bounding_box()
+    assert box["height"] < 20  # both labels on one line of the 88 px chart
