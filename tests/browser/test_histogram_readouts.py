@@ -8,6 +8,7 @@ Stats come from real tensors (``tensor_stats`` of a ReLU's output) through the r
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 from test_explorer_frontend import PIXEL, ROWS, mount
 from torch import nn
@@ -88,3 +89,65 @@ def test_a_narrow_curve_range_reads_as_low_end_and_span(harness):
     assert hi.startswith("+") and abs(float(hi[1:]) - 2.4e-5) < 2e-6
     box = page.locator(f"{curve} .sw-curve-range").bounding_box()
     assert box["height"] < 20  # both labels on one line of the 88 px chart
+
+
+OUTLINE_ROWS = """([label, color]) => {
+    // rows of the canvas where the pinned outline's colour shows, in a column through bar 20
+    const c = document.querySelector(`canvas[aria-label="${label}"]`);
+    const x = Math.floor((20.5 * c.width) / 64);
+    const d = c.getContext('2d').getImageData(x, 0, 1, c.height).data;
+    const rows = [];
+    for (let y = 0; y < c.height; y++) {
+        const px = [d[y * 4], d[y * 4 + 1], d[y * 4 + 2], d[y * 4 + 3]];
+        const near = px.slice(0, 3).every((v, i) => Math.abs(v - color[i]) < 40);
+        if (px[3] > 200 && near) rows.push(y);
+    }
+    return rows;
+}"""
+
+
+def pin_first_row(page, layer: str) -> None:
+    box = page.locator(f'canvas[aria-label="History of {layer} output"]').bounding_box()
+    page.mouse.click(box["x"] + 20, box["y"] + 2)
+
+
+COLOR = """(c) => {
+    const e = document.createElement('canvas').getContext('2d');
+    e.fillStyle = c;
+    e.fillRect(0, 0, 1, 1);
+    return Array.from(e.getImageData(0, 0, 1, 1).data);
+}"""
+VAR = """(v) => getComputedStyle(document.querySelector('.sw-layer')).getPropertyValue(v)"""
+
+
+@pytest.mark.parametrize("light", ["true", "false"], ids=["light", "dark"])
+def test_a_pinned_step_shows_its_numbers_and_an_outline_even_when_alike(harness, light):
+    page = harness
+    page.evaluate("(l) => document.body.setAttribute('data-jp-theme-light', l)", light)
+    mount(page, rows=ROWS, selected=["head"])
+    out = relu_output()
+    first = inject(page, "head", 1, out)
+    latest = inject(page, "head", 2, out.clone())  # the same values: the outline lies on the bars
+    label = "Histogram of head output"
+    rgb = page.evaluate(COLOR, page.evaluate(VAR, "--sw-fg"))
+    bg = page.evaluate(COLOR, page.evaluate(VAR, "--sw-bg"))
+    assert page.evaluate(OUTLINE_ROWS, [label, rgb]) == []  # nothing pinned: no outline
+    table = '[data-layer="head"] .sw-pin-stats'
+    assert not page.is_visible(table)
+    pin_first_row(page, "head")
+    outline = page.evaluate(OUTLINE_ROWS, [label, rgb])
+    assert outline, "the pinned outline vanished over bars of the same height"
+    # it stands out: a halo of the background's colour parts it from the bar below
+    x = int((20.5 * 256) / 64)
+    under = [page.evaluate(PIXEL, [label, x, max(outline) + d]) for d in (1, 2)]
+    assert any(all(abs(a - b) < 30 for a, b in zip(px, bg)) for px in under), (under, bg)
+    # the pinned step's numbers beside the latest's, column by column
+    assert page.is_visible(table)
+    heads = page.locator(f"{table} th[scope=col]").all_inner_texts()
+    assert heads == ["mean", "std", "min", "max", "zeros", "NaN", "Inf"]
+    rows = [r.split("\t") for r in page.locator(f"{table} tr").all_inner_texts()[1:]]
+    assert [r[0] for r in rows] == ["step 2", "step 1 (pinned)"]
+    assert rows[0][1] == rows[1][1] and float(rows[1][1]) == round(first["mean"], 3)
+    assert rows[0][5] == f"{round(latest['zeros'] * 100)}%"
+    page.keyboard.press("Escape")  # focus is on the strip: Escape unpins
+    assert not page.is_visible(table)
