@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -117,6 +118,15 @@ def test_a_killed_process_leaves_a_readable_run(tmp_path):
     run = read_run(run_dir)  # killed mid-write: every whole record reads, a torn one is skipped
     steps = run.steps
     assert steps == list(range(len(steps))) and len(steps) >= 20
+    # status.json is rewritten once a second: the killed writer's fell behind its records (at
+    # worst "step: null, records: 0"); the reader counts what the key files hold
+    written = json.loads((run_dir / "status.json").read_text())
+    status = run.status
+    assert (status["step"], status["last_record"], status["records"]) == (
+        steps[-1], steps[-1], len(steps)
+    ), (written, status)
+    assert status.get("from_keys", False) == (written["last_record"] != steps[-1])
+    assert written["records"] <= len(steps)  # recorded steps, not one per key
     assert run.wait(timeout=30) and run.state == "lost"  # its writer's pid is gone, heartbeat stale
     for key, series in run.stats("0").items():
         assert series.steps == list(range(len(series.steps))), key
