@@ -7,14 +7,17 @@ dot product of the signs); torch's sums add pairwise and chunks add up in float6
 drifts with the tensor's size. The same calls run on every device: nothing is compiled,
 nothing runs on a thread of ours. A tensor of fewer than ``SMALL`` values crosses to the host
 once and is reduced there with numpy in float64 (a torch call's fixed cost outweighs its
-work). The ``BINS``-bin histogram spans the exact ``[min, max]``; it bins every value, or a
-fixed stratified sample of ``SAMPLE`` values (runs of ``RUN`` neighbours) once the tensor has
-``SAMPLED_FROM`` or more (``TensorStats.sampled``). Exact zeros are left out of the bins (their
-share is ``TensorStats.zeros``, shown as a bar of its own): a ReLU's third of zeros would
-flatten the rest of the histogram. Everything is packed into one tensor that
-crosses to the CPU once (no ``.item()`` per stat, so the same code is right on CUDA).
-float16/bfloat16 values are upcast to float32 per chunk in a chunk-sized buffer: never copied
-whole.
+work); on a CPU so does one of fewer than ``SMALL_CPU``: numpy's calls run on the calling
+thread, where torch's parallel ops wait on its thread pool, which a busy machine starves (a
+training step's activations, 2^17 values on 2 busy cores: 101 ms instead of 2.5; on a quiet
+one both take 0.3 ms at 2^16). The ``BINS``-bin histogram spans the exact ``[min, max]``; it
+bins every value, or a fixed stratified sample of ``SAMPLE`` values (runs of ``RUN``
+neighbours) once the tensor has ``SAMPLED_FROM`` or more (``TensorStats.sampled``). Exact
+zeros are left out of the bins (their share is ``TensorStats.zeros``, shown as a bar of its
+own): a ReLU's third of zeros would flatten the rest of the histogram. Everything is packed
+into one tensor that crosses to the CPU once (no ``.item()`` per stat, so the same code is
+right on CUDA). float16/bfloat16 values are upcast to float32 per chunk in a chunk-sized
+buffer: never copied whole.
 
 A tensor the one pass cannot summarise exactly takes a second, exact pass (and a second transfer):
 NaN/Inf values, squares that over- or underflow, or a mean so far from zero that the variance
@@ -44,12 +47,15 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-__all__ = ["BINS", "ROW", "SAMPLE", "SAMPLED_FROM", "SMALL", "TensorStats", "tensor_stats"]
+__all__ = [
+    "BINS", "ROW", "SAMPLE", "SAMPLED_FROM", "SMALL", "SMALL_CPU", "TensorStats", "tensor_stats",
+]  # fmt: skip
 
 BINS = 64
 SAMPLE = 1 << 16  # values binned from a large tensor: 64 bins of ~1,000 each
 SAMPLED_FROM = 1 << 18  # tensors of this many values or more get a sampled histogram
 SMALL = 1 << 15  # smaller tensors are reduced on the host after one transfer of their values
+SMALL_CPU = 1 << 16  # on a CPU: smaller tensors are reduced with numpy (one thread, see above)
 # values reduced together on a CPU: 1 MB of float32, read from memory once, then from cache by the
 # other calls; 2^18 took 0.9 of 2^17's time on 1e7 values (half the calls), 2^19 no less
 CHUNK = 1 << 18
@@ -139,7 +145,7 @@ def tensor_stats(tensor: torch.Tensor, bins: int = BINS) -> TensorStats:
                            0.0, 0, 0, 0.0, 0.0, empty, note)  # fmt: skip
     flat = t.reshape(-1)
     work = _work_dtype(t)
-    if numel < SMALL:
+    if numel < (SMALL_CPU if t.device.type == "cpu" else SMALL):
         packed, sampled = _small_pass(flat, work, bins), 0
     else:
         one, sampled = _one_pass(flat, work, bins)
@@ -198,7 +204,8 @@ def _sample_index(numel: int, device: torch.device) -> torch.Tensor:
 
 
 def _small_pass(flat: torch.Tensor, work: torch.dtype, bins: int) -> np.ndarray:
-    """``_one_pass``'s numbers for a tensor of fewer than ``SMALL`` values: one transfer of the
+    """``_one_pass``'s numbers for a tensor of fewer than ``SMALL`` values (``SMALL_CPU`` on a
+    CPU): one transfer of the
     values, then a few numpy calls (a torch call's fixed cost outweighs its work here)."""
     v = _as_work(flat, work, None).cpu().numpy()
     x = v.astype(np.float64)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from surgeon_widgets.engine.stats import BINS, SAMPLE, SAMPLED_FROM, SMALL, tensor_stats
+from surgeon_widgets.engine.stats import BINS, SAMPLE, SAMPLED_FROM, SMALL_CPU, tensor_stats
 
 
 def _reference(t: torch.Tensor) -> dict:
@@ -187,7 +187,7 @@ def test_nan_inf_and_zeros_in_a_large_tensor_are_counted_exactly():
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 # the first device-path size; a sampled one, of two chunks and a part
-@pytest.mark.parametrize("numel", [SMALL, (1 << 19) - 4321])
+@pytest.mark.parametrize("numel", [SMALL_CPU, (1 << 19) - 4321])
 def test_half_precision_equals_its_float32_upcast(dtype, numel):
     t = _conv_activations()["relu"].reshape(-1)[:numel].to(dtype)
     got, up = tensor_stats(t), tensor_stats(t.float())
@@ -223,9 +223,10 @@ def test_std_does_not_drift_on_ten_million_values():
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
 def test_either_side_of_the_host_path_equals_a_float64_reference(dtype):
-    # below SMALL values the stats are finished on the host, from SMALL on by chunks on device
-    t = _conv_activations()["dropout"].reshape(-1)[: 2 * SMALL].to(dtype)
-    for part in (t[: SMALL - 1], t[:SMALL]):
+    # below SMALL_CPU values (a CPU tensor) the stats are finished on the host with numpy,
+    # from SMALL_CPU on by torch's chunks
+    t = _conv_activations()["dropout"].reshape(-1)[: 2 * SMALL_CPU].to(dtype)
+    for part in (t[: SMALL_CPU - 1], t[:SMALL_CPU]):
         got, ref = tensor_stats(part), _reference64(part)
         for key in ("mean", "std", "l2"):
             assert getattr(got, key) == pytest.approx(ref[key], rel=1e-6), key
@@ -236,7 +237,9 @@ def test_either_side_of_the_host_path_equals_a_float64_reference(dtype):
 
 
 # the host path, the one pass on device, a sampled histogram, the exact pass (NaN in it)
-@pytest.mark.parametrize(("numel", "nan"), [(SMALL - 1, 0), (SMALL, 0), (1 << 19, 0), (SMALL, 1)])
+@pytest.mark.parametrize(
+    ("numel", "nan"), [(SMALL_CPU - 1, 0), (SMALL_CPU, 0), (1 << 19, 0), (SMALL_CPU, 1)]
+)
 def test_exact_zeros_of_a_relu_are_left_out_of_the_bins(numel, nan):
     t = _conv_activations()["relu"].reshape(-1)[:numel].clone()
     if nan:
@@ -262,3 +265,31 @@ def test_strided_and_expanded_views_are_reduced_as_they_are():
             assert getattr(got, key) == pytest.approx(ref[key], rel=1e-6, abs=1e-12), key
         assert (got.min, got.max, round(got.zeros * got.numel)) == (
             ref["min"], ref["max"], ref["zeros"])  # fmt: skip
+
+
+def test_a_cpu_tensor_below_small_cpu_runs_no_torch_reduction():
+    """The demo's activations (64 x 10 x 64 values) are reduced with numpy on the calling
+    thread: no torch op that would wait on torch's thread pool (starved on a busy machine)."""
+
+    class Ops(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops: list[str] = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    t = torch.relu(torch.randn(64, 10, 64))
+    assert t.numel() < SMALL_CPU
+    with Ops() as ops:
+        got = tensor_stats(t)
+    work = ("sum", "amax", "amin", "dot", "bincount", "mul")
+    reductions = [op for op in ops.ops if any(w in op for w in work)]
+    assert reductions == [], ops.ops
+    ref = _reference64(t)
+    assert got.mean == pytest.approx(ref["mean"]) and got.hist.sum() == ref["nonzero"]
+    big = torch.relu(torch.randn(SMALL_CPU))
+    with Ops() as ops:
+        tensor_stats(big)
+    assert any("sum" in op for op in ops.ops)  # from SMALL_CPU on: torch's chunked pass
