@@ -278,8 +278,9 @@ def _one_pass(flat: torch.Tensor, work: torch.dtype, bins: int) -> tuple[torch.T
     scale = bins / (hi - lo).clamp(min=bins / torch.finfo(work).max)
     bin_of = (sample - lo).mul_(scale).clamp_(0, bins - 1)
     hist = _bincount(bin_of, torch.empty(bin_of.numel(), dtype=torch.int16, device=device), bins)
-    # what _without_zeros needs: the scale and the non-zeros binned (a sample's: two calls)
-    nonzero = count if not sampled else torch.dot(*(torch.sign(sample),) * 2)
+    # what _without_zeros needs: the scale and the non-zeros binned (a sample's: two calls,
+    # the signs into bin_of, binned already: a fresh buffer's page faults cost more than both)
+    nonzero = count if not sampled else torch.dot(*(torch.sign(sample, out=bin_of),) * 2)
     extra = torch.stack([scale.to(wide), nonzero.to(wide)])
     return torch.cat([head.to(wide), extra, hist.to(wide)]), sampled
 
