@@ -7,12 +7,17 @@ dot product of the signs); torch's sums add pairwise and chunks add up in float6
 drifts with the tensor's size. The same calls run on every device: nothing is compiled,
 nothing runs on a thread of ours. A tensor of fewer than ``SMALL`` values crosses to the host
 once and is reduced there with numpy in float64 (a torch call's fixed cost outweighs its
-work). The ``BINS``-bin histogram spans the exact ``[min, max]``; it bins every value, or a
-fixed stratified sample of ``SAMPLE`` values (runs of ``RUN`` neighbours) once the tensor has
-``SAMPLED_FROM`` or more (``TensorStats.sampled``). Everything is packed into one tensor that
-crosses to the CPU once (no ``.item()`` per stat, so the same code is right on CUDA).
-float16/bfloat16 values are upcast to float32 per chunk in a chunk-sized buffer: never copied
-whole.
+work); on a CPU so does one of fewer than ``SMALL_CPU``: numpy's calls run on the calling
+thread, where torch's parallel ops wait on its thread pool, which a busy machine starves (a
+training step's activations, 2^17 values on 2 busy cores: 101 ms instead of 2.5; on a quiet
+one both take 0.3 ms at 2^16). The ``BINS``-bin histogram spans the exact ``[min, max]``; it
+bins every value, or a fixed stratified sample of ``SAMPLE`` values (runs of ``RUN``
+neighbours) once the tensor has ``SAMPLED_FROM`` or more (``TensorStats.sampled``). Exact
+zeros are left out of the bins (their share is ``TensorStats.zeros``, shown as a bar of its
+own): a ReLU's third of zeros would flatten the rest of the histogram. Everything is packed
+into one tensor that crosses to the CPU once (no ``.item()`` per stat, so the same code is
+right on CUDA). float16/bfloat16 values are upcast to float32 per chunk in a chunk-sized
+buffer: never copied whole.
 
 A tensor the one pass cannot summarise exactly takes a second, exact pass (and a second transfer):
 NaN/Inf values, squares that over- or underflow, or a mean so far from zero that the variance
@@ -23,11 +28,14 @@ Example:
     >>> s = tensor_stats(torch.tensor([0.0, 1.0, 2.0, float("nan"), float("inf")]))
     >>> s.mean, s.min, s.max, s.nans, s.infs, s.zeros, round(s.l2 ** 2, 6)
     (1.0, 0.0, 2.0, 1, 1, 0.2, 5.0)
-    >>> int(s.hist.sum()), s.hist.shape, (s.lo, s.hi), s.sampled
-    (3, (64,), (0.0, 2.0), 0)
+    >>> int(s.hist.sum()), s.hist.shape, (s.lo, s.hi), s.sampled  # 1 and 2: the zero is left out
+    (2, (64,), (0.0, 2.0), 0)
     >>> big = tensor_stats(torch.arange(2.0 ** 18))
     >>> big.sampled, int(big.hist.sum()), big.min, big.max, big.mean
     (65536, 65536, 0.0, 262143.0, 131071.5)
+    >>> relu = tensor_stats(torch.tensor([0.0] * 35 + [1.0] * 65))
+    >>> relu.zeros, int(relu.hist.sum()), int(relu.hist[0]), int(relu.hist[-1])
+    (0.35, 65, 0, 65)
 """
 
 from __future__ import annotations
@@ -39,12 +47,15 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-__all__ = ["BINS", "ROW", "SAMPLE", "SAMPLED_FROM", "SMALL", "TensorStats", "tensor_stats"]
+__all__ = [
+    "BINS", "ROW", "SAMPLE", "SAMPLED_FROM", "SMALL", "SMALL_CPU", "TensorStats", "tensor_stats",
+]  # fmt: skip
 
 BINS = 64
 SAMPLE = 1 << 16  # values binned from a large tensor: 64 bins of ~1,000 each
 SAMPLED_FROM = 1 << 18  # tensors of this many values or more get a sampled histogram
 SMALL = 1 << 15  # smaller tensors are reduced on the host after one transfer of their values
+SMALL_CPU = 1 << 16  # on a CPU: smaller tensors are reduced with numpy (one thread, see above)
 # values reduced together on a CPU: 1 MB of float32, read from memory once, then from cache by the
 # other calls; 2^18 took 0.9 of 2^17's time on 1e7 values (half the calls), 2^19 no less
 CHUNK = 1 << 18
@@ -61,9 +72,10 @@ class TensorStats:
     ``l2`` is the L2 norm of the finite values (what gradient-explosion watchers plot).
 
     ``hist`` holds float32 counts in ``BINS`` equal bins over ``[lo, hi]`` (the exact min and
-    max) of every finite value, or of ``sampled`` values of the tensor picked at fixed, evenly
-    spread places (``sampled == 0``: every finite value was binned). ``note`` says how a
-    non-real tensor was reduced (``"complex: abs"``).
+    max) of every finite non-zero value, or of the non-zero ones of ``sampled`` values of the
+    tensor picked at fixed, evenly spread places (``sampled == 0``: every value was binned).
+    Exact zeros are counted in ``zeros`` (their share of ``numel``) and in no bin. ``note`` says
+    how a non-real tensor was reduced (``"complex: abs"``).
     """
 
     shape: tuple[int, ...]
@@ -133,11 +145,11 @@ def tensor_stats(tensor: torch.Tensor, bins: int = BINS) -> TensorStats:
                            0.0, 0, 0, 0.0, 0.0, empty, note)  # fmt: skip
     flat = t.reshape(-1)
     work = _work_dtype(t)
-    if numel < SMALL:
+    if numel < (SMALL_CPU if t.device.type == "cpu" else SMALL):
         packed, sampled = _small_pass(flat, work, bins), 0
     else:
         one, sampled = _one_pass(flat, work, bins)
-        packed = one.cpu().numpy()
+        packed = _without_zeros(one.cpu().numpy(), sampled or numel, work, bins)
     stats = _finish(packed, t, numel, note, work, sampled)
     if stats is not None:
         return stats
@@ -192,7 +204,8 @@ def _sample_index(numel: int, device: torch.device) -> torch.Tensor:
 
 
 def _small_pass(flat: torch.Tensor, work: torch.dtype, bins: int) -> np.ndarray:
-    """``_one_pass``'s numbers for a tensor of fewer than ``SMALL`` values: one transfer of the
+    """``_one_pass``'s numbers for a tensor of fewer than ``SMALL`` values (``SMALL_CPU`` on a
+    CPU): one transfer of the
     values, then a few numpy calls (a torch call's fixed cost outweighs its work here)."""
     v = _as_work(flat, work, None).cpu().numpy()
     x = v.astype(np.float64)
@@ -206,6 +219,9 @@ def _small_pass(flat: torch.Tensor, work: torch.dtype, bins: int) -> np.ndarray:
         scale = bins / max(hi - lo, bins / float(np.finfo(v.dtype).max))
         bin_of = np.clip((x - lo) * scale, 0, bins - 1).astype(np.int16)
         packed[5:] = np.bincount(bin_of, minlength=bins)
+        # exact zeros out of the bins: taken back from the bin 0 fell in (the same float ops)
+        zero_bin = int(np.clip((np.zeros(1) - lo) * scale, 0, bins - 1)[0])
+        packed[5 + zero_bin] -= x.size - packed[1]
     return packed
 
 
@@ -245,8 +261,8 @@ def _moments(flat: torch.Tensor, work: torch.dtype) -> list[torch.Tensor]:
 
 
 def _one_pass(flat: torch.Tensor, work: torch.dtype, bins: int) -> tuple[torch.Tensor, int]:
-    """``[sum, non-zeros, L2 norm, min, max, *histogram]`` on ``flat``'s device, and how many
-    values the histogram sampled (0: all of them); no sync."""
+    """``[sum, non-zeros, L2 norm, min, max, scale, non-zeros binned, *histogram]`` on
+    ``flat``'s device, and how many values the histogram sampled (0: all of them); no sync."""
     device = flat.device
     wide = _wide(device)
     numel = flat.numel()
@@ -262,7 +278,26 @@ def _one_pass(flat: torch.Tensor, work: torch.dtype, bins: int) -> tuple[torch.T
     scale = bins / (hi - lo).clamp(min=bins / torch.finfo(work).max)
     bin_of = (sample - lo).mul_(scale).clamp_(0, bins - 1)
     hist = _bincount(bin_of, torch.empty(bin_of.numel(), dtype=torch.int16, device=device), bins)
-    return torch.cat([head.to(wide), hist.to(wide)]), sampled
+    # what _without_zeros needs: the scale and the non-zeros binned (a sample's: two calls,
+    # the signs into bin_of, binned already: a fresh buffer's page faults cost more than both)
+    nonzero = count if not sampled else torch.dot(*(torch.sign(sample, out=bin_of),) * 2)
+    extra = torch.stack([scale.to(wide), nonzero.to(wide)])
+    return torch.cat([head.to(wide), extra, hist.to(wide)]), sampled
+
+
+def _without_zeros(v: np.ndarray, binned: int, work: torch.dtype, bins: int) -> np.ndarray:
+    """``_one_pass``'s numbers (``[*head, scale, non-zeros binned, *histogram]``) as
+    ``[*head, *histogram]``, the ``binned`` values' exact zeros taken out of the bin 0 fell in:
+    the device's float ops on 0, in its dtype, so the same bin. Exact zeros have a bar of their
+    own (``TensorStats.zeros``); done here, on the host, it costs the device nothing."""
+    lo, scale, nonzero = v[3], v[5], v[6]
+    if not math.isfinite(lo + scale):
+        return np.delete(v, [5, 6])  # NaN/Inf: _finish hands over to the exact pass
+    dtype = np.dtype(str(work).removeprefix("torch."))
+    at = (dtype.type(0) - dtype.type(lo)) * dtype.type(scale)
+    out = np.delete(v, [5, 6])
+    out[5 + int(min(max(float(at), 0.0), bins - 1))] -= binned - nonzero
+    return out
 
 
 def _finish(
@@ -318,8 +353,10 @@ def _exact(
     scale = bins / (hi_u - lo_u).clamp(min=bins / torch.finfo(x.dtype).max)
     # bin = floor((d - low) * scale): the int16 cast in _bincount truncates, which floors here
     hist = _bincount(d.sub_(low).mul_(scale).clamp_(0, bins - 1), small, bins)
-    head = [total_u, weighted, bad, nonzero, lo0, hi0, lo_u, hi_u, size, norm]
-    packed = torch.cat([torch.stack([*head, low, scale]).to(wide), hist.to(wide)]).cpu().numpy()
+    # where an exact zero was binned (its u is 0: finite, not moved): the same float ops
+    zero_at = torch.zeros((), dtype=x.dtype, device=x.device).sub_(mean_u).sub_(low).mul_(scale)
+    head = [total_u, weighted, bad, nonzero, lo0, hi0, lo_u, hi_u, size, norm, low, scale, zero_at]
+    packed = torch.cat([torch.stack(head).to(wide), hist.to(wide)]).cpu().numpy()
     return _unpack(packed, t, numel, bins, note, np.dtype(str(x.dtype).removeprefix("torch.")))
 
 
@@ -339,9 +376,11 @@ def _bincount(index: torch.Tensor, small: torch.Tensor, bins: int) -> torch.Tens
 def _unpack(
     v: np.ndarray, t: torch.Tensor, numel: int, bins: int, note: str, work: np.dtype
 ) -> TensorStats:
-    head = v[:12].tolist()  # Python floats: numpy scalar arithmetic is slow
-    total_u, weighted, bad, nonzero, lo0, hi0, lo_u, hi_u, size, norm, low, scale = head
-    hist = v[12:]
+    head = v[:13].tolist()  # Python floats: numpy scalar arithmetic is slow
+    total_u, weighted, bad, nonzero, lo0, hi0, lo_u, hi_u, size, norm, low, scale, zero_at = head
+    hist = v[13:]
+    if math.isfinite(zero_at):  # exact zeros have a bar of their own: out of their bin
+        hist[int(min(max(zero_at, 0.0), bins - 1))] -= numel - nonzero
     n, nans = numel - bad, weighted - bad
     # the non-finite values were counted in the mean's bin: the same float ops as on device
     mean_bin = int(min(max(float(-work.type(low) * work.type(scale)), 0), bins - 1))

@@ -109,7 +109,24 @@ class Run:
     @property
     def status(self) -> dict:
         """``status.json`` as it is now: ``state`` as written, ``step`` (the last step
-        ``rec.step()`` ended), ``last_record``, ``updated`` (heartbeat), ``error``, ``signal``."""
+        ``rec.step()`` ended), ``last_record``, ``records`` (recorded steps), ``updated``
+        (heartbeat), ``error``, ``signal``.
+
+        The file is rewritten once a second: a writer killed (SIGKILL, out of memory) before
+        its status caught up left records the file does not count. Then ``step``,
+        ``last_record`` and ``records`` come from the key files read so far, and
+        ``"from_keys": True`` says so.
+        """
+        status = self._status_file()
+        last = max((int(f.steps[-1]) for f in self._files if len(f.steps)), default=None)
+        known = status.get("last_record")
+        if last is None or (known is not None and known >= last):
+            return status
+        step = status.get("step")
+        return {**status, "step": last if step is None else max(int(step), last),
+                "last_record": last, "records": len(self.steps), "from_keys": True}  # fmt: skip
+
+    def _status_file(self) -> dict:
         try:
             return read_json(self.path / "status.json")
         except (FileNotFoundError, ValueError):  # between renames on some network filesystems
@@ -122,7 +139,7 @@ class Run:
         ``stopped``: SIGTERM / SIGINT (``status["signal"]`` names it); ``lost``: the status
         says running but its heartbeat stopped and the writer is gone.
         """
-        status = self.status
+        status = self._status_file()
         return "running" if status.get("state") == "unknown" else run_state(status)
 
     def wait(self, timeout: float | None = None, poll: float = 0.2) -> bool:

@@ -3,7 +3,9 @@
 - ``manifest.json`` is written once, by atomic rename: the keys, the record layout, world size,
   the module tree rows (so a notebook needs no model).
 - ``status.json``: ``state`` (running / finished / failed / stopped), ``step`` (the last step
-  ``rec.step()`` ended), the last recorded step, the writer's pid and host, a wall-clock
+  ``rec.step()`` ended), the last recorded step, ``records`` (the recorded steps; a reader
+  counts them from the key files where a killed writer's status fell behind, ``Run.status``),
+  the writer's pid and host, a wall-clock
   heartbeat every ``interval`` seconds, the error or signal if any; replaced by atomic rename.
   A reader derives one more state, ``lost`` (:func:`run_state`): the heartbeat stopped and the
   writer is gone.
@@ -311,8 +313,11 @@ class RunWriter:
         self.bytes += written
         last = int(steps[-1])
         ended = self._status["step"]  # rec.step() may be ahead of the records (Pending)
+        before = self._status["last_record"]
+        # recorded steps: a live Explorer appends one key at a time, several at one step
+        new = len(steps) if before is None else int((steps > before).sum())
         changes = {"step": last if ended is None else max(ended, last), "last_record": last,
-                   "records": self._status["records"] + len(steps)}  # fmt: skip
+                   "records": self._status["records"] + new}  # fmt: skip
         if beat:
             self._update(**changes)
         else:  # the heartbeat thread writes it within a second

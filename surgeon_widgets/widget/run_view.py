@@ -45,7 +45,14 @@ __all__ = ["RunView"]
 
 HISTORY = 256  # records per key sent to the view (the live Explorer keeps as many)
 WIRE_KIND = {"parameter": "weight", "parameter_gradient": "weight grad"}  # recorder -> wire kind
-NO_PARAMS = "no parameters recorded for this layer (Recorder(params=True) records them)"
+# why a layer's "parameters" box is off in a recorded run, by what wrote the run (its manifest's
+# "source"): a run of an Explorer(run_dir=) was never a Recorder's
+NO_PARAMS = "no parameters recorded for this layer in this run (Recorder(params=True) records them)"
+NO_PARAMS_EXPLORER = (
+    "no parameters recorded for this layer in this run (the Explorer that wrote it records them "
+    "while that layer's 'parameters' box is ticked, or with Explorer(params=True))"
+)
+WRITERS = {"Explorer": "written by an Explorer (run_dir=)"}  # else: a Recorder's run
 
 
 class RunExplorerView(FrontEnd):
@@ -107,7 +114,7 @@ class RunView(ipywidgets.VBox):
             rows=self.run.rows, selected=selected or layers, shapes=shapes,
             gradients=bool(self.run.manifest.get("gradients")), run={"layers": layers},
             param_layers=weighed,
-            param_notes={n: NO_PARAMS for n in layers if n not in weighed},
+            param_notes={n: self._no_params for n in layers if n not in weighed},
         )  # fmt: skip
         self.status_line = ipywidgets.HTML()
         self._errors = ErrorList(lambda entries: setattr(self.view, "errors", entries))
@@ -218,6 +225,11 @@ class RunView(ipywidgets.VBox):
             latest = fit_budget([recs[-1] for recs in history.values() if recs])
             self.view.send(*snapshot_message(latest, history))
 
+    @property
+    def _no_params(self) -> str:
+        explorer = self.run.manifest.get("source") == "Explorer"
+        return NO_PARAMS_EXPLORER if explorer else NO_PARAMS
+
     def _show_status(self) -> None:
         status = self.run.status
         state = self.run.state
@@ -230,6 +242,7 @@ class RunView(ipywidgets.VBox):
         text = (f"<b style='color:{colour}'>{html.escape(state)}</b> · last recorded step "
                 f"{last if last is not None else '-'} · {count} recorded step{'s' * (count != 1)}"
                 f" · {len(self.run.layers)} layers · {self.run.world_size} rank(s) · "
+                f"{WRITERS.get(str(self.run.manifest.get('source')), 'written by a Recorder')} · "
                 f"<code>{html.escape(str(self.run.path))}</code>"
         )  # fmt: skip
         if state == "stopped" and status.get("signal"):

@@ -118,14 +118,14 @@ BOTH = CUT_CODE.replace("Extract\n", "Extract, Inspect\n") + "\ninspected = Insp
 RIGHT_EDGE = "(s) => document.querySelector(s).getBoundingClientRect().right"
 
 
-def test_long_marks_keep_their_remove_buttons_and_insert_puts_in_the_cut_alone(harness):
+def test_long_marks_keep_their_remove_buttons_and_insert_puts_in_the_code_shown(harness):
     page = harness
     rows = [row("input_ids", "node"), row(IN, "node"), row(OUT, "node"), row("a")]
     page.evaluate("(s) => window.harness.mount(s)", {
         "rows": rows, "show_nodes": True, "node_in": {IN: IN}, "node_out": {OUT: OUT},
     })  # fmt: skip
     report = {**LEAKY, "node_in": [IN], "node_out": [OUT], "inputs": ["input_ids", "h"],
-              "leaks": {"input_ids": ["embeddings"]}, "code": CUT_CODE}  # fmt: skip
+              "leaks": {"input_ids": ["embeddings"]}, "code": BOTH}  # fmt: skip
     page.evaluate(
         "([r, c]) => { const m = window.harness.model(); m.set('cut_report', r); "
         "m.set('code', c); }",
@@ -139,9 +139,10 @@ def test_long_marks_keep_their_remove_buttons_and_insert_puts_in_the_cut_alone(h
         unmark = f'[aria-label="Unmark {side} {name}"]'
         assert page.evaluate(RIGHT_EDGE, unmark) <= page.evaluate(RIGHT_EDGE, ".sw-left")
 
-    page.click(".sw-insert")  # no JupyterLab here: the kernel is asked, with the cut alone
+    page.click(".sw-insert")  # no JupyterLab here: the kernel is asked, with the code shown
     sent = page.evaluate("() => window.harness.model().sent")
-    assert {"type": "insert_cell", "code": CUT_CODE} in sent
+    assert {"type": "insert_cell", "code": BOTH} in sent
+    assert page.inner_text(".sw-code") == BOTH  # the Inspect line shown is inserted too
     assert page.inner_text(".sw-cut-status") == "Inserting through the kernel…"
     page.evaluate(
         "(m) => window.harness.model().emit('msg:custom', m, [])",

@@ -616,7 +616,8 @@ def test_nonfinite_line_tree_mark_and_all_nan_histogram(harness, tmp_path):
 def test_parameter_boxes_notes_hidden_weights_meta_reason_and_unmeasured_curves(harness, tmp_path):
     page = harness
     mlp, block = "encoder.layers.0.mlp", "encoder.layers.0"
-    where = "weights are deeper, in 'encoder.layers.0.attn': tick 'parameters' there"
+    where = ("no weights of its own or its children's: select 'encoder.layers.0.attn' in the tree, "
+             "then tick 'parameters' in its panel")
     mount(page, rows=ROWS, selected=[block, mlp], param_layers=[mlp],
           param_notes={block: where})  # fmt: skip
     box = page.locator(f'[data-layer="{block}"] input.sw-params')

@@ -135,3 +135,46 @@ def test_every_text_colour_has_at_least_4_5_to_1_contrast(harness, theme, jupyte
     bad = [f"{f['cls']} {f['text']!r}: {f['ratio']:.2f} ({f['color']} on {f['bg']})"
            for f in found if f["ratio"] < 4.5]  # fmt: skip
     assert bad == [], "\n".join(bad)
+
+
+SWATCHES = """() => {
+  const rgb = (c) => c.match(/[\\d.]+/g).map(Number);
+  const lum = (c) => {
+    const [r, g, b] = c.slice(0, 3).map((v) => {
+      v /= 255;
+      return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4;
+    });
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+  };
+  const ratio = (x, y) => {
+    const [a, b] = [lum(x), lum(y)].sort((p, q) => q - p);
+    return (a + 0.05) / (b + 0.05);
+  };
+  const bg = rgb(getComputedStyle(document.querySelector('.sw-explorer')).backgroundColor);
+  const out = {};
+  for (const mode of ['train', 'eval']) {
+    const swatch = document.querySelector(`.sw-mode-${mode}`);
+    const c = rgb(getComputedStyle(swatch, '::before').backgroundColor);
+    out[mode] = { color: c, ratio: ratio(c, bg) };
+  }
+  out.between = ratio(out.train.color, out.eval.color);
+  return out;
+}"""
+
+
+@pytest.mark.parametrize("jupyterlab", [True, False], ids=["jupyterlab", "own-fallbacks"])
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_train_and_eval_swatches_stand_out_from_the_background(harness, theme, jupyterlab):
+    """Non-text contrast (WCAG 1.4.11, 3:1): the legend's swatches, opaque, and apart."""
+    page = harness
+    if jupyterlab:
+        page.add_style_tag(content=(THEMES / f"theme-{theme}-extension/index.css").read_text())
+    light = str(theme == "light").lower()
+    page.evaluate("(l) => document.body.setAttribute('data-jp-theme-light', l)", light)
+    fill(page)
+    found = page.evaluate(SWATCHES)
+    for mode in ("train", "eval"):
+        color = found[mode]["color"]
+        assert len(color) == 3 or color[3] == 1, f"{mode} swatch not opaque: {color}"
+        assert found[mode]["ratio"] >= 3, f"{mode} swatch {color}: {found[mode]['ratio']:.2f}"
+    assert found["between"] >= 1.3, found  # train and eval do not read as one colour

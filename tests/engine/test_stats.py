@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from surgeon_widgets.engine.stats import BINS, SAMPLE, SAMPLED_FROM, SMALL, tensor_stats
+from surgeon_widgets.engine.stats import BINS, SAMPLE, SAMPLED_FROM, SMALL_CPU, tensor_stats
 
 
 def _reference(t: torch.Tensor) -> dict:
@@ -27,7 +27,7 @@ def _reference(t: torch.Tensor) -> dict:
         "min": f.min().item() if f.numel() else None,
         "max": f.max().item() if f.numel() else None,
         "l2": torch.linalg.vector_norm(f).item() if f.numel() else None,
-        "finite": f.numel(),
+        "finite": f.numel(), "nonzero": int((f != 0).sum()),
     }  # fmt: skip
 
 
@@ -45,7 +45,7 @@ def _check(t: torch.Tensor) -> None:
             )
             assert getattr(got, key) == pytest.approx(ref[key], rel=1e-3, abs=1e-5 * scale), key
     assert got.hist.shape == (BINS,) and got.hist.dtype == np.float32
-    assert got.hist.sum() == ref["finite"]
+    assert got.hist.sum() == ref["nonzero"]  # exact zeros have a bar of their own
     assert (got.hist >= 0).all()
 
 
@@ -66,7 +66,7 @@ def test_bool_and_complex():
     got = tensor_stats(b)
     assert got.mean == pytest.approx(b.float().mean().item())
     assert got.zeros == pytest.approx(1 - b.float().mean().item())
-    assert got.hist[0] + got.hist[-1] == 100
+    assert got.hist[-1] == got.hist.sum() == int(b.sum())  # the Falses are zeros: no bin
     c = torch.randn(50, dtype=torch.complex64)
     got = tensor_stats(c)
     assert got.note == "complex: abs" and got.dtype == "complex64"
@@ -121,7 +121,7 @@ def test_any_float_list(values):
     t = torch.tensor(values, dtype=torch.float32)
     got, ref = tensor_stats(t), _reference(t)
     assert (got.nans, got.infs, got.numel) == (ref["nans"], ref["infs"], ref["numel"])
-    assert got.hist.sum() == ref["finite"]
+    assert got.hist.sum() == ref["nonzero"]
     if ref["finite"]:
         exact = ref["finite"] == ref["numel"]  # else min/max are rebuilt from scaled values
         rel = 0 if exact else 1e-6
@@ -137,6 +137,7 @@ def _reference64(t: torch.Tensor) -> dict:
         "mean": f.mean().item(), "std": f.std().item(), "min": f.min().item(),
         "max": f.max().item(), "l2": f.norm().item(), "zeros": int((x == 0).sum()),
         "nans": int(torch.isnan(x).sum()), "infs": int(torch.isinf(x).sum()), "finite": f.numel(),
+        "nonzero": int((f != 0).sum()),
     }  # fmt: skip
 
 
@@ -180,12 +181,13 @@ def test_nan_inf_and_zeros_in_a_large_tensor_are_counted_exactly():
     for key in ("mean", "std", "l2"):
         assert getattr(got, key) == pytest.approx(ref[key], rel=1e-6, abs=1e-7 * ref["std"]), key
     assert (got.min, got.max) == pytest.approx((ref["min"], ref["max"]), rel=1e-6)
-    assert got.sampled == 0 and got.hist.sum() == ref["finite"]  # the exact pass bins all
+    # the exact pass bins every finite value but the zeros
+    assert got.sampled == 0 and got.hist.sum() == ref["nonzero"] < ref["finite"]
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 # the first device-path size; a sampled one, of two chunks and a part
-@pytest.mark.parametrize("numel", [SMALL, (1 << 19) - 4321])
+@pytest.mark.parametrize("numel", [SMALL_CPU, (1 << 19) - 4321])
 def test_half_precision_equals_its_float32_upcast(dtype, numel):
     t = _conv_activations()["relu"].reshape(-1)[:numel].to(dtype)
     got, up = tensor_stats(t), tensor_stats(t.float())
@@ -221,16 +223,38 @@ def test_std_does_not_drift_on_ten_million_values():
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
 def test_either_side_of_the_host_path_equals_a_float64_reference(dtype):
-    # below SMALL values the stats are finished on the host, from SMALL on by chunks on device
-    t = _conv_activations()["dropout"].reshape(-1)[: 2 * SMALL].to(dtype)
-    for part in (t[: SMALL - 1], t[:SMALL]):
+    # below SMALL_CPU values (a CPU tensor) the stats are finished on the host with numpy,
+    # from SMALL_CPU on by torch's chunks
+    t = _conv_activations()["dropout"].reshape(-1)[: 2 * SMALL_CPU].to(dtype)
+    for part in (t[: SMALL_CPU - 1], t[:SMALL_CPU]):
         got, ref = tensor_stats(part), _reference64(part)
         for key in ("mean", "std", "l2"):
             assert getattr(got, key) == pytest.approx(ref[key], rel=1e-6), key
         assert (got.min, got.max, got.sampled) == (ref["min"], ref["max"], 0)
         assert round(got.zeros * got.numel) == ref["zeros"]  # -0.0 counts as a zero
-        exact = torch.histc(part.double(), BINS, ref["min"], ref["max"]).numpy()
-        assert got.hist.sum() == part.numel() and np.abs(got.hist - exact).sum() <= 4
+        exact = torch.histc(part[part != 0].double(), BINS, ref["min"], ref["max"]).numpy()
+        assert got.hist.sum() == ref["nonzero"] and np.abs(got.hist - exact).sum() <= 4
+
+
+# the host path, the one pass on device, a sampled histogram, the exact pass (NaN in it)
+@pytest.mark.parametrize(
+    ("numel", "nan"), [(SMALL_CPU - 1, 0), (SMALL_CPU, 0), (1 << 19, 0), (SMALL_CPU, 1)]
+)
+def test_exact_zeros_of_a_relu_are_left_out_of_the_bins(numel, nan):
+    t = _conv_activations()["relu"].reshape(-1)[:numel].clone()
+    if nan:
+        t[::1000] = math.nan
+    got, ref = tensor_stats(t), _reference64(t)
+    assert got.min == 0.0 and 0.3 < got.zeros < 0.7  # 0 lies in the first bin
+    assert round(got.zeros * got.numel) == ref["zeros"]
+    rest = t[(t != 0) & torch.isfinite(t)].double()
+    exact = torch.histc(rest, BINS, ref["min"], ref["max"]).numpy()
+    if got.sampled:  # the sample's shape is the non-zero values' shape: no spike at 0
+        assert np.abs(got.hist / got.hist.sum() - exact / exact.sum()).sum() < 0.03
+        assert got.hist.sum() < SAMPLE * 0.7
+    else:
+        assert got.hist.sum() == ref["nonzero"] and np.abs(got.hist - exact).sum() <= 4
+    assert got.hist[0] < 2 * got.hist[1]  # the first bin holds small values, not the zeros
 
 
 def test_strided_and_expanded_views_are_reduced_as_they_are():
@@ -241,3 +265,31 @@ def test_strided_and_expanded_views_are_reduced_as_they_are():
             assert getattr(got, key) == pytest.approx(ref[key], rel=1e-6, abs=1e-12), key
         assert (got.min, got.max, round(got.zeros * got.numel)) == (
             ref["min"], ref["max"], ref["zeros"])  # fmt: skip
+
+
+def test_a_cpu_tensor_below_small_cpu_runs_no_torch_reduction():
+    """The demo's activations (64 x 10 x 64 values) are reduced with numpy on the calling
+    thread: no torch op that would wait on torch's thread pool (starved on a busy machine)."""
+
+    class Ops(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops: list[str] = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    t = torch.relu(torch.randn(64, 10, 64))
+    assert t.numel() < SMALL_CPU
+    with Ops() as ops:
+        got = tensor_stats(t)
+    work = ("sum", "amax", "amin", "dot", "bincount", "mul")
+    reductions = [op for op in ops.ops if any(w in op for w in work)]
+    assert reductions == [], ops.ops
+    ref = _reference64(t)
+    assert got.mean == pytest.approx(ref["mean"]) and got.hist.sum() == ref["nonzero"]
+    big = torch.relu(torch.randn(SMALL_CPU))
+    with Ops() as ops:
+        tensor_stats(big)
+    assert any("sum" in op for op in ops.ops)  # from SMALL_CPU on: torch's chunked pass

@@ -172,6 +172,7 @@ def test_status_line_agrees_with_read_run_and_close_leaves_a_placeholder(tmp_pat
     status = view.status_line.value
     assert f"last recorded step {steps[-1]} · {len(steps)} recorded steps" in status, status
     assert "· step " not in status  # status.json's counter, one ahead of the last record
+    assert "written by a Recorder" in status
     # the "parameters" boxes: ticked where weights were recorded, off for the ReLU
     assert view.view.param_layers == ["0", "2"]
     assert view.view.param_notes == {"1": NO_PARAMS}

@@ -169,12 +169,15 @@ def test_to_cell_and_insert_without_ipylab(make, monkeypatch, from_view):
     ex.to_cell()  # no cut: the selected layers' Inspect call
     assert seen == [ex.code] and "Inspect(model, layer=['layer1'])" in ex.code
     ex.node_out = ["layer2"]
-    cut = "from surgeon_widgets import Extract\n\ncut_model = Extract(model, node_out='layer2')"
-    assert ex.cut_report["code"] == cut  # what "Insert as new cell" inserts: the cut alone
-    assert ex.code.startswith("from surgeon_widgets import Extract, Inspect\n")  # Copy: both
-    assert "inspected = Inspect(model, layer=['layer1'])" in ex.code
+    # what the panel shows, Copy copies and Insert inserts: one code, the cut and the layers
+    assert ex.code == (
+        "from surgeon_widgets import Extract, Inspect\n\n"
+        "cut_model = Extract(model, node_out='layer2')\n"
+        "inspected = Inspect(model, layer=['layer1'])"
+    )
+    assert ex.cut_report["code"] == ex.code
     ex.to_cell()
-    assert seen[-1] == cut
+    assert seen[-1] == ex.code
     monkeypatch.setitem(__import__("sys").modules, "ipylab", None)  # not installed
     from_view(ex, {"type": "insert_cell", "code": ex.code})
     assert ex.sent[-1][0] == {"type": "insert_result", "ok": False, "message": NO_INSERT}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -120,7 +122,7 @@ def test_a_container_shows_its_childrens_parameters_or_says_where_they_are():
     assert ex.param_layers == [out]  # BertOutput owns no weight: its dense and LayerNorm's
     assert set(ex.param_notes) == {block, dropout}
     assert ex.param_notes[dropout] == "Dropout has no parameters"
-    assert f"'{block}.attention.self.query'" in ex.param_notes[block]  # where they are
+    assert f"'{block}.attention.self'" in ex.param_notes[block]  # where to tick instead
     ex.param_layers = [out, block]  # ticked anyway (from the view): it cannot hold
     assert ex.param_layers == [out]
     model(**token_inputs()).last_hidden_state.sum().backward()
@@ -130,4 +132,28 @@ def test_a_container_shows_its_childrens_parameters_or_says_where_they_are():
     same(series[f"{out}/dense.weight.grad"].latest, dense.weight.grad)
     assert f"{out}/LayerNorm.bias" in series
     assert sorted(ex.stats(block)) == [f"{block}/grad_output", f"{block}/output"]  # no params
+    ex.close()
+
+
+def test_the_note_of_a_box_that_cannot_be_ticked_can_be_followed():
+    model = tiny_bert().train()
+    block = of_class(model, "BertLayer")
+    ex = Explorer(model, max_rate=0, selected=[block])
+    note = ex.param_notes[block]
+    assert note.startswith("no weights of its own or its children's: select ")
+    named = re.findall(r"'([^']+)'", note.split(": select ", 1)[1].split(" in the tree")[0])
+    assert named and "parameters" in note.split(" in the tree, then tick ")[1]
+    # the hint, followed: select those layers, tick their boxes; the boxes hold
+    ex.select([block, *named])
+    assert not [n for n in named if n in ex.param_notes]  # their boxes can be ticked
+    ex.param_layers = named
+    assert ex.param_layers == named
+    model(**token_inputs()).last_hidden_state.sum().backward()
+    shown = {k.split("/", 1)[0] for n in named for k in ex.stats(n) if k.endswith(".weight")}
+    assert shown == set(named)
+    # between them they show every weight of the block
+    weights = {f"{block}.{n}" for n, _ in model.get_submodule(block).named_parameters()}
+    keys = {f"{n}.{k.split('/', 1)[1]}" for n in named for k in ex.stats(n)
+            if k.split("/", 1)[1].endswith(("weight", "bias"))}  # fmt: skip
+    assert keys == weights
     ex.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -117,8 +118,39 @@ def test_a_killed_process_leaves_a_readable_run(tmp_path):
     run = read_run(run_dir)  # killed mid-write: every whole record reads, a torn one is skipped
     steps = run.steps
     assert steps == list(range(len(steps))) and len(steps) >= 20
+    # status.json is rewritten once a second: the killed writer's fell behind its records (at
+    # worst "step: null, records: 0"); the reader counts what the key files hold
+    written = json.loads((run_dir / "status.json").read_text())
+    status = run.status
+    assert (status["step"], status["last_record"], status["records"]) == (
+        steps[-1], steps[-1], len(steps)
+    ), (written, status)
+    assert status.get("from_keys", False) == (written["last_record"] != steps[-1])
+    assert written["records"] <= len(steps)  # recorded steps, not one per key
     assert run.wait(timeout=30) and run.state == "lost"  # its writer's pid is gone, heartbeat stale
     for key, series in run.stats("0").items():
         assert series.steps == list(range(len(series.steps))), key
         assert all(v.numel > 0 and v.mean is not None for v in series.values)
     assert run.stats("2")["2/output"].latest.shape == (5, 4)
+
+
+def test_a_run_written_by_an_explorer_is_described_as_such(tmp_path):
+    from surgeon_widgets.widget.run_view import NO_PARAMS, NO_PARAMS_EXPLORER
+
+    net, run_dir = model(), tmp_path / "run"
+    ex = Explorer(net, selected=["0", "2"], max_rate=0, run_dir=run_dir)
+    ex.param_layers = ["0"]  # the "parameters" box of layer 0 ticked
+    for _ in range(3):
+        net(torch.randn(5, 8))
+    ex.close()
+    view = Explorer.from_run(run_dir)
+    try:
+        assert view.wait(10)
+        assert view.view.param_layers == ["0"]
+        # layer 2's box is off: the note says how this run's writer, an Explorer, records them
+        assert view.view.param_notes == {"2": NO_PARAMS_EXPLORER}
+        assert "Recorder" not in NO_PARAMS_EXPLORER and "Recorder" in NO_PARAMS
+        status = view.status_line.value
+        assert "written by an Explorer (run_dir=)" in status and "Recorder" not in status
+    finally:
+        view.close()

@@ -1,7 +1,7 @@
 // Per tensor leaf: mean, std and L2 norm over the steps in the history, one small chart each.
 
 import { h, showNumber } from "../dom.js";
-import { fullNum, num, rangeText } from "../histogram/format.js";
+import { fullNum, num, spanText } from "../histogram/format.js";
 import { drawCurve } from "./draw.js";
 
 /** @typedef {import("../types.js").Item} Item */
@@ -51,8 +51,10 @@ export function paintCurves(block, history, colors) {
     const last = history[history.length - 1];
     const q = (/** @type {string} */ s) => /** @type {HTMLElement} */ (fig.querySelector(s));
     showNumber(q(".sw-curve-last"), last ? num(last[field]) : "", last ? fullNum(last[field]) : "");
-    const [lo, hi] = range ? rangeText(range[0], range[1]) : ["no finite value", ""];
+    const [lo, hi] = range ? spanText(range[0], range[1]) : ["no finite value", ""];
     showNumber(q(".sw-curve-lo"), lo, range ? fullNum(range[0]) : "");
-    showNumber(q(".sw-curve-hi"), range ? `… ${hi}` : "", range ? fullNum(range[1]) : "");
+    // "… 0.256", or "+3.1e-5" for a narrow range (its "+" says what it is; one line at 88 px)
+    const hiText = !range ? "" : hi.startsWith("+") ? hi : `… ${hi}`;
+    showNumber(q(".sw-curve-hi"), hiText, range ? fullNum(range[1]) : "");
   }
 }

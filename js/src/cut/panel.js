@@ -154,7 +154,8 @@ export class CutPanel {
     this.setStatus("");  // "Copied" / "Inserted" were about the code before
   }
 
-  /** What "Insert as new cell" inserts: the cut alone once its report is in, else `code`. */
+  /** What "Insert as new cell" inserts: the code shown (the report's copy of it once the
+   * report is for the current marks: never code of other marks), else `code`. */
   insertedCode() {
     const r = /** @type {any} */ (this.model.get("cut_report") ?? {});
     const fresh = sameNames(r.node_in, this.model.get("node_in") ?? {})

@@ -46,6 +46,19 @@ export function rangeText(lo, hi) {
   return [num(lo, digits), num(hi, digits)];
 }
 
+/**
+ * A small chart's `[lo, hi]` labels, short enough for its width: 3 significant digits each
+ * ("0.21", "0.256"); a range too narrow for that ("0.827" both) reads as its low end and how
+ * far above it the high end lies: `["0.8273", "+3.1e-5"]`, never "0.8273 … 0.82733".
+ * @param {number} lo
+ * @param {number} hi
+ * @returns {[string, string]}
+ */
+export function spanText(lo, hi) {
+  if (lo === hi || num(lo) !== num(hi)) return [num(lo), num(hi)];
+  return [num(lo, 4), `+${num(hi - lo, 2)}`];
+}
+
 /** @param {number} share in [0, 1] */
 export function percent(share) {
   const p = share * 100;

@@ -9,7 +9,8 @@ import { readOnly } from "../read_only.js";
 import { everyText, sampledText } from "./cadence.js";
 import { barShare, drawHeat, drawHistogram } from "./draw.js";
 import { fullNum, modeText, rangeText, statsParts } from "./format.js";
-import { drawOutline, markRow, rebin, rowAt, sharedRange } from "./pin.js";
+import { drawOutline, markRow, pinRows, rebin, rowAt, sharedRange } from "./pin.js";
+import { paintZeroBar } from "./zeros.js";
 
 /** @typedef {import("./store.js").HistoryStore} HistoryStore */
 /** @typedef {import("../types.js").Model} Model */
@@ -20,6 +21,24 @@ const HIST = { width: 256, height: 72 };
 const PARAM_KINDS = new Set(["weight", "weight grad", "update"]);
 
 const HEAT = { width: 256, height: 40 };
+
+/**
+ * The rows of the latest / pinned step table (`sw-pin-stats`).
+ * @param {Item} latest
+ * @param {Item} pinned
+ */
+function pinTable(latest, pinned) {
+  const { head, rows } = pinRows(latest, pinned);
+  const header = h("tr", {}, [h("th", {}), ...head.map((label) => h("th", { scope: "col", text: label }))]);
+  return [header, ...rows.map(({ label, cells }, i) => h("tr", { class: i ? "sw-pin-row" : "sw-latest-row" }, [
+    h("th", { scope: "row", text: label }),
+    ...cells.map(([text, full]) => {
+      const td = h("td");
+      showNumber(td, text, full);
+      return td;
+    }),
+  ]))];
+}
 
 export class LayerPanels {
   /**
@@ -162,7 +181,7 @@ export class LayerPanels {
       block.hidden = PARAM_KINDS.has(it.kind) && !paramsShown.has(layer);
       const c = it.kind === "activation" ? color : it.kind === "weight" || it.kind === "update" ? weightColor : gradColor;
       const q = (/** @type {string} */ s) => /** @type {HTMLElement} */ (block.querySelector(s));
-      q(".sw-leaf-title").textContent = `${it.leaf} · ${it.kind} · step ${it.step}${modeText(it)}${everyText(it)}`;
+      q(".sw-leaf-title").textContent = `${it.leaf} · ${it.kind} · step ${it.step}${modeText(it)}${everyText(it, this.model?.get("max_rate") === 0)}`;
       const pin = this.pins.get(key);
       const [lo, hi] = pin ? sharedRange(it, pin) : [it.lo, it.hi];
       const bins = it.counts.length || 64;
@@ -172,8 +191,10 @@ export class LayerPanels {
       const top = pinned ? Math.max(...Array.from(counts), ...pinned) : undefined;
       const max = drawHistogram(histCanvas, counts, { ...HIST, color: c, log, lo, hi, zeroColor, top });
       if (pin && pinned) {
-        drawOutline(histCanvas, pinned, { ...HIST, color: pinColor, top: max, share: (n, m) => barShare(n, m, log) });
+        const halo = cssVar(panel, "--sw-bg", "#fff");
+        drawOutline(histCanvas, pinned, { ...HIST, color: pinColor, halo, top: max, share: (n, m) => barShare(n, m, log) });
       }
+      paintZeroBar(q(".sw-zero"), it.zeros, pin ? pin.zeros : null, { color: c, pinColor });
       const legend = q(".sw-pin");
       legend.hidden = !pin;
       legend.textContent = pin ? `step ${it.step}: bars · step ${pin.step}: outline (pinned; click it again or Esc to unpin)` : "";
@@ -202,6 +223,9 @@ export class LayerPanels {
         showNumber(value, text, full);
         return [`${i ? " " : ""}${label} `, value];
       }));
+      const compare = q(".sw-pin-stats");
+      compare.hidden = !pin;
+      compare.replaceChildren(...(pin ? pinTable(it, pin) : []));
       const sampled = q(".sw-sampled");
       sampled.textContent = sampledText(it);
       sampled.hidden = !sampled.textContent;
@@ -231,6 +255,10 @@ export class LayerPanels {
           h("span", { class: "sw-count-max" }), h("span", { class: "sw-count-title" }), h("span", { class: "sw-count-zero", text: "0" }),
         ]),
         h("canvas", { class: "sw-hist", role: "img", "aria-label": `Histogram of ${layer} ${leaf}` }),
+        h("div", { class: "sw-zero", role: "img", hidden: true }, [
+          h("div", { class: "sw-zero-track" }, [h("div", { class: "sw-zero-fill" }), h("div", { class: "sw-zero-pin" })]),
+          h("span", { class: "sw-zero-label" }),
+        ]),
         h("span", { class: "sw-hist-empty", role: "status" }),
       ]),
       h("div", { class: "sw-range" }, [h("span", { class: "sw-lo" }), h("span", { class: "sw-range-title", text: "value" }), h("span", { class: "sw-hi" })]),
@@ -247,6 +275,7 @@ export class LayerPanels {
       modes,
       h("div", { class: "sw-pin" }),
       h("div", { class: "sw-stats" }),
+      h("table", { class: "sw-pin-stats", hidden: true, "aria-label": "The latest and the pinned step" }),
       curvesBlock(`${layer} ${leaf}`),
     ]);
     const heat = /** @type {HTMLCanvasElement} */ (block.querySelector(".sw-heat"));

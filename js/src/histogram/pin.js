@@ -1,7 +1,25 @@
 // Pinning one step of a history strip: its histogram drawn as an outline over the latest one,
 // both on one value axis (the union of their ranges), so two steps compare at a glance.
 
+import { statsParts } from "./format.js";
+
 /** @typedef {import("../types.js").Item} Item */
+
+/**
+ * The latest and the pinned step's numbers side by side: a header row (the statistics' names)
+ * and one row per step, each cell `[text, full value ("" when the text is whole)]`.
+ * @param {Item} latest
+ * @param {Item} pinned
+ * @returns {{ head: string[], rows: { label: string, cells: [string, string][] }[] }}
+ */
+export function pinRows(latest, pinned) {
+  const parts = (/** @type {Item} */ it) => statsParts(it).filter(([label]) => label !== "shape");
+  const head = parts(latest).map(([label]) => label);
+  const row = (/** @type {Item} */ it, /** @type {string} */ label) => ({
+    label, cells: parts(it).map(([, text, full]) => /** @type {[string, string]} */ ([text, full])),
+  });
+  return { head, rows: [row(latest, `step ${latest.step}`), row(pinned, `step ${pinned.step} (pinned)`)] };
+}
 
 /**
  * The history row a click `y` CSS pixels down a strip `height` pixels tall hits (oldest first).
@@ -57,17 +75,18 @@ export function rebin(it, lo, hi, bins) {
 }
 
 /**
- * A histogram's outline (a step line along the bar tops) over what the canvas already shows.
+ * A histogram's outline (a step line along the bar tops) over what the canvas already shows,
+ * on a `halo` of the background's colour: it stays visible where it runs along the bars'
+ * tops (two steps alike) and across the bars.
  * @param {HTMLCanvasElement} canvas
  * @param {ArrayLike<number>} counts
- * @param {{ width: number, height: number, color: string, top: number, share: (c: number, max: number) => number }} o
+ * @param {{ width: number, height: number, color: string, halo: string, top: number, share: (c: number, max: number) => number }} o
  */
-export function drawOutline(canvas, counts, { width, height, color, top, share }) {
+export function drawOutline(canvas, counts, { width, height, color, halo, top, share }) {
   const ctx = /** @type {CanvasRenderingContext2D} */ (canvas.getContext("2d"));
   const n = counts.length;
   if (n === 0 || !(top > 0)) return;
-  ctx.strokeStyle = color;
-  ctx.lineWidth = 1.5;
+  ctx.lineJoin = "miter";
   ctx.beginPath();
   let y = height;
   ctx.moveTo(0, height);
@@ -75,13 +94,19 @@ export function drawOutline(canvas, counts, { width, height, color, top, share }
     const x0 = (i * width) / n;
     const x1 = ((i + 1) * width) / n;
     const c = counts[i];
-    const next = c > 0 ? height - Math.max(1, Math.round(share(c, top) * height)) + 0.75 : height;
+    // just above the bar top, on whole pixels: the halo takes the bar's top row, not the line
+    const next = c > 0 ? Math.max(1, height - Math.max(1, Math.round(share(c, top) * height)) - 1) : height;
     ctx.lineTo(x0, y);
     ctx.lineTo(x0, next);
     ctx.lineTo(x1, next);
     y = next;
   }
   ctx.lineTo(width, height);
+  ctx.strokeStyle = halo;
+  ctx.lineWidth = 4;
+  ctx.stroke();
+  ctx.strokeStyle = color;
+  ctx.lineWidth = 2;
   ctx.stroke();
 }
 

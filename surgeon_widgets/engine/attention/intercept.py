@@ -23,6 +23,7 @@ Python; every other layer keeps its fused kernels. While it is active:
 from __future__ import annotations
 
 import inspect
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -88,37 +89,51 @@ class AttentionRecorder(TorchFunctionMode):
         self.sink = sink
         self.reduce = reduce
         self.softmaxes: list[torch.Tensor] = []
+        # seconds of our own work while active: every call's time but the model's own calls
+        # (what a throttle must charge; the module's forward is the user's, not ours)
+        self.spent = 0.0
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
+        start = time.perf_counter()
         kwargs = kwargs or {}
         if func in _SOFTMAX:
-            output = func(*args, **kwargs)
+            output, theirs = _timed(func, args, kwargs)
             if _is_row_softmax(output, args, kwargs):
                 self.softmaxes.append(_as_4d(output.detach().clone()))
-            return output
-        if func is not _SDPA and func is not _MHA:
-            return func(*args, **kwargs)
-        output = func(*args, **kwargs)
-        # Our own arithmetic must not reach other active modes: an outer recorder (a selected
-        # block around a selected attention layer) would count the extra weights call.
-        with DISABLE_TORCH_FUNCTION.get()():
-            if func is _SDPA:
-                pattern = _sdpa_call_pattern(args, kwargs)
-            else:
-                pattern = _mha_call_pattern(func, args, kwargs, output)
-            self._keep(pattern)
+        elif func is not _SDPA and func is not _MHA:
+            output, theirs = _timed(func, args, kwargs)
+        else:
+            output, theirs = _timed(func, args, kwargs)
+            # Our own arithmetic must not reach other active modes: an outer recorder (a
+            # selected block around a selected attention layer) would count the extra call.
+            with DISABLE_TORCH_FUNCTION.get()():
+                if func is _SDPA:
+                    pattern = _sdpa_call_pattern(args, kwargs)
+                else:
+                    pattern = _mha_call_pattern(func, args, kwargs, output)
+                self._keep(pattern)
+        self.spent += time.perf_counter() - start - theirs
         return output
 
     def __exit__(self, *exc: object) -> None:
+        start = time.perf_counter()
         super().__exit__(*exc)
         if not self.sink:  # no fused attention call: fall back to eager softmax patterns
             with DISABLE_TORCH_FUNCTION.get()():
                 for pattern in self.softmaxes:
                     self._keep(pattern)
         self.softmaxes = []
+        self.spent += time.perf_counter() - start
 
     def _keep(self, pattern: torch.Tensor) -> None:
         self.sink.append(pattern if self.reduce is None else self.reduce(pattern))
+
+
+def _timed(func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict) -> tuple[Any, float]:
+    """``func(*args, **kwargs)`` and the seconds it took (the model's call, not ours)."""
+    start = time.perf_counter()
+    output = func(*args, **kwargs)
+    return output, time.perf_counter() - start
 
 
 def _is_row_softmax(output: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:

@@ -8,7 +8,8 @@ Python (:meth:`AttentionView.latest`, for ``attention_figure``); the browser get
 chosen batch item, the mean over heads and every head, each pooled on the model's device by
 :func:`~surgeon_widgets.engine.attention.reduce_pattern` to at most ``max_size`` a side, as
 uint8: the wire form is :func:`~..wire.attention_message`'s (``js/PROTOCOL.md``, "Attention").
-Each update's time goes to the throttle (``note_cost``), which spaces out expensive ones; a
+Each update's own time (the recorder's work and the send, not the layer's forward: that is
+the user's) goes to the throttle (``note_cost``), which spaces out expensive ones; a
 hook that raised reports through :func:`~.failures.failed`.
 
 The recorder is active only inside the selected module's own forward, which
@@ -110,7 +111,6 @@ class AttentionView:
         self._batch: dict[str, int] = {}
         # torch function modes are per thread: so are the stacks of the modes we pushed
         self._recording: dict[tuple[str, int], list[tuple[Any, list[Any]]]] = {}
-        self._started: dict[str, float] = {}
         self._warned: set[str] = set()
 
     @property
@@ -247,11 +247,11 @@ class AttentionView:
         self._steps[name] = step
         if self.training is not None:
             self._modes[name] = self.training()
-        self._started[name] = time.perf_counter()
         return mode, sink
 
     def _end(self, name: str, mode: AttentionRecorder, sink: list[Any]) -> None:
-        mode.__exit__(None, None, None)
+        mode.__exit__(None, None, None)  # its own time is in mode.spent
+        start = time.perf_counter()
         if not sink:
             if name not in self._warned:
                 self._warned.add(name)
@@ -264,7 +264,8 @@ class AttentionView:
         self._latest[name] = sink[0]
         self.resend([name])
         if self.note_cost is not None:
-            took = time.perf_counter() - self._started.pop(name, time.perf_counter())
+            # ours only: the recorder's work inside the forward and at its exit, then the send
+            took = mode.spent + time.perf_counter() - start
             self.note_cost((name, "attention"), took)
 
 

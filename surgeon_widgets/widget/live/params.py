@@ -62,26 +62,31 @@ def shown_params(module: nn.Module) -> list[tuple[str, nn.Parameter]]:
 
 
 def params_note(module: nn.Module, name: str = "") -> str:
-    """Why the "parameters" box of ``module`` (called ``name``) cannot be ticked, and where its
-    weights are (``""``: it can).
+    """Why the "parameters" box of ``module`` (called ``name``) cannot be ticked, and how to see
+    its weights (``""``: it can): the shallowest layers below whose own box can be ticked
+    (their own weights or their direct children's), each a name the tree selects.
 
     >>> params_note(nn.ReLU())
     'ReLU has no parameters'
-    >>> params_note(nn.Sequential(nn.Sequential(nn.Linear(2, 2))), "block")
-    "weights are deeper, in 'block.0.0': tick 'parameters' there"
+    >>> params_note(nn.Sequential(nn.Sequential(nn.Sequential(nn.Linear(2, 2)))), "block")
+    "no weights of its own or its children's: select 'block.0.0' in the tree, then tick \
+'parameters' in its panel"
     """
     if shown_params(module):
         return ""
-    holders = [
-        f"{name}.{sub}" if name else sub
-        for sub, m in module.named_modules()
-        if sub and list(m.parameters(recurse=False))
-    ]
+    holders: list[str] = []
+    for sub, m in module.named_modules():
+        # a layer below one already named is covered by it (its box shows its children's)
+        if sub and shown_params(m) and not any(sub.startswith(f"{h}.") for h in holders):
+            holders.append(sub)
     if not holders:
         return f"{type(module).__name__} has no parameters"
-    more = ", ..." if len(holders) > NOTE_EXAMPLES else ""
-    shown = ", ".join(map(repr, holders[:NOTE_EXAMPLES])) + more
-    return f"weights are deeper, in {shown}: tick 'parameters' there"
+    full = [f"{name}.{sub}" if name else sub for sub in holders]
+    more = ", ..." if len(full) > NOTE_EXAMPLES else ""
+    shown = ", ".join(map(repr, full[:NOTE_EXAMPLES])) + more
+    its = "its panel" if len(full) == 1 else "their panels"
+    return (f"no weights of its own or its children's: select {shown} in the tree, then tick "
+            f"'parameters' in {its}")
 
 
 class ParamWatch:

@@ -12,9 +12,11 @@ report as being recomputed (it names other marks).
 
 Synced traits on the Explorer (``js/PROTOCOL.md`` "Cut"): ``node_in`` / ``node_out`` (wire form:
 dict ``{node: new_name}``; a str or list of names is accepted and normalised by
-:class:`NameMap`), ``cut_report`` (``CutReport.to_dict()`` plus ``code``, the cut's source alone,
-which "Insert as new cell" inserts; ``{}`` while nothing is marked), ``code`` (the Extract and
-Inspect source, which Copy copies).
+:class:`NameMap`), ``cut_report`` (``CutReport.to_dict()`` plus ``code``: the source for these
+marks, so "Insert as new cell" never inserts code of other marks; ``{}`` while nothing is
+marked),
+``code`` (the Extract and Inspect source: what the panel shows, Copy copies and Insert inserts).
+
 
 >>> from torch import nn
 >>> shown = {}
@@ -140,18 +142,18 @@ class CutPanel:
 
     def refresh(self) -> tuple[CutReport, str]:
         """Analyse the current marks and show the report and code; return the report and the
-        code a new cell gets: the cut's alone when one is marked (the layers' Inspect call
-        stays in ``code``, for Copy), else the Inspect call."""
+        code: the cut's Extract call and the selected layers' Inspect call, as shown (what
+        Copy copies and a new cell gets)."""
         marks = self.marks()
         try:
             report = self._analyze(marks)
         except Exception as error:  # never a traceback in the widget
             log.exception("cut analysis failed")
             report = CutReport(problems=(f"cut analysis failed: {type(error).__name__}: {error}",))
-        code, cut_code = self._code(marks, report)
+        code = self._code(marks, report)
         marked = marks.node_in or marks.node_out
-        self.show({**report.to_dict(), "code": cut_code} if marked else {}, code)
-        return report, cut_code or code
+        self.show({**report.to_dict(), "code": code} if marked else {}, code)
+        return report, code
 
     def selection_code(self, selected: list[str]) -> str:
         """The code a selection alone gets (no cut marked), from names only: for the view on
@@ -187,8 +189,8 @@ class CutPanel:
         return {**self.marks().node_in, **{name: name for name in fix}} if fix else None
 
     def to_cell(self) -> None:
-        """Put the cut's code (or, with no cut, the Inspect call) in a new cell below the running
-        one (IPython's ``set_next_input``)."""
+        """Put the code the panel shows (the cut's Extract call, the layers' Inspect call) in a
+        new cell below the running one (IPython's ``set_next_input``)."""
         shell = self.shell()
         if shell is None:
             raise RuntimeError("to_cell() needs IPython; print(explorer.code) instead")
@@ -227,8 +229,8 @@ class CutPanel:
             )  # fmt: skip
         return analyze_cut(traced, _spec(marks.node_in), _spec(marks.node_out))
 
-    def _code(self, marks: Marks, report: CutReport) -> tuple[str, str]:
-        """``(code, cut_code)``: the Extract and Inspect source, and the Extract part alone."""
+    def _code(self, marks: Marks, report: CutReport) -> str:
+        """The Extract and Inspect source (each when there is a cut / a selected layer)."""
         namespace = self.namespace()
         model_name = self._model_name = find_variable_name(self.model, namespace)
         cut, inspect = "", ""
@@ -246,7 +248,7 @@ class CutPanel:
             if selected:
                 inspect = inspect_code(selected, model_name).split("\n\n", 1)[1]
         except (TypeError, ValueError) as error:
-            return f"# no code: {error}", ""
+            return f"# no code: {error}"
         head = [f"# not a valid cut yet: {p.splitlines()[0]}" for p in report.problems]
 
         def source(**parts: str) -> str:
@@ -256,7 +258,7 @@ class CutPanel:
             body = f"from surgeon_widgets import {', '.join(found)}\n\n" + "\n".join(found.values())
             return "\n".join([*head, body])
 
-        return source(Extract=cut, Inspect=inspect), source(Extract=cut)
+        return source(Extract=cut, Inspect=inspect)
 
 
 def _layers_only(modules: frozenset[str], names: list[str]) -> list[str]:

@@ -21,12 +21,13 @@ from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
 
 from ..history import Series
 
 __all__ = [
     "HISTOGRAM_COLOR", "STILL_DPI", "STILL_SIZE", "NotebookFigure", "history_figure", "regrid",
-    "static_png", "with_png",
+    "static_png", "with_png", "zero_text",
 ]  # fmt: skip
 
 STILL_SIZE = (4.0, 2.6)  # inches of one plot of the static picture
@@ -109,6 +110,29 @@ def _summary(s: Any) -> str:
     return f"{moments} NaN {s.nans} Inf {s.infs}"
 
 
+def zero_text(share: float) -> str:
+    """The zero bar's label, as the widget writes it: ``"0: 35%"`` (``"0: 0.4%"`` below 1%)."""
+    p = share * 100
+    return f"0: {p:.1f}%" if 0 < p < 1 else f"0: {round(p)}%"
+
+
+def _zero_bar(ax: Any, share: float) -> None:
+    """Exact zeros, left out of the bins, as a bar of their own right of the values (a framed
+    0-100% track past a dashed line, so it is not read as a value), labelled ``"0: 35%"``."""
+    lo, hi = ax.get_xlim()
+    ticks = [t for t in ax.get_xticks() if lo <= t <= hi]  # no value ticks over the bar
+    ax.set_xlim(lo, hi + (hi - lo) * 0.22)
+    ax.set_xticks(ticks)
+    ax.axvline(hi + (hi - lo) * 0.04, color="#999", linewidth=0.6, linestyle="--")
+    bar = ax.inset_axes((0.87, 0.0, 0.08, 0.78))
+    bar.bar([0.0], [share], width=1.0, color=HISTOGRAM_COLOR)
+    bar.add_patch(Rectangle((-0.5, 0.0), 1.0, 1.0, fill=False, edgecolor="#999", linewidth=0.6))
+    bar.set(xlim=(-0.55, 0.55), ylim=(0.0, 1.02))  # the frame inside
+    bar.axis("off")
+    ax.text(0.91, 0.8, zero_text(share), transform=ax.transAxes, ha="center", va="bottom",
+            fontsize=7)  # fmt: skip
+
+
 def history_figure(series: Mapping[str, Series], title: str = "") -> Figure:
     """One row per key: heat strip of the histogram history (value on y, step on x) + latest."""
     n = max(len(series), 1)
@@ -171,6 +195,8 @@ def static_png(
         hi = last.hi if last.hi > last.lo else last.lo + 1.0
         ax.stairs(last.hist, np.linspace(last.lo, hi, len(last.hist) + 1), fill=True,
                   color=HISTOGRAM_COLOR)  # fmt: skip
+        if last.zeros > 0:
+            _zero_bar(ax, last.zeros)
         training = s.training[-1] if s.training else None  # a recorded run has none
         mode = "" if training is None else (" · train" if training else " · eval")
         ax.set_title(f"{key} · {s.kind} · step {s.steps[-1]}{mode}", fontsize=8)
