@@ -86,15 +86,22 @@ def test_meta_llama_tree_without_allocating(make):
     assert 69e9 < top < 72e9  # a 70B model, counted from shapes only
 
 
+def forward_hooked(model: torch.nn.Module, owner: str = "Explorer") -> set[str]:
+    """The modules of ``model`` with a forward hook of ``owner`` (a HookRegistry's)."""
+    named = {name for o, kind, name in live_hooks() if o == owner and kind == "forward"}
+    return {n for n, m in model.named_modules() if m._forward_hooks and n in named}
+
+
 def test_select_attaches_only_selected_and_removes(make, from_view):
     model = torchvision.models.resnet18()
     ex = make(model)
     ex.select(["layer1.0.conv1", "fc"])
-    hooked = {n for n, m in model.named_modules() if m._forward_hooks}
-    assert hooked == {"layer1.0.conv1", "fc"}
+    assert forward_hooked(model) == {"layer1.0.conv1", "fc"}
     assert {h["name"] for h in ex.hooks} == {"layer1.0.conv1", "fc"}
+    # while any layer is selected, live.nonfinite checks every module's output
+    assert forward_hooked(model, "Explorer non-finite") == {n for n, _ in model.named_modules()}
     ex.selected = ["fc"]  # from the front end
-    assert {n for n, m in model.named_modules() if m._forward_hooks} == {"fc"}
+    assert forward_hooked(model) == {"fc"}
     from_view(ex, {"type": "remove_all_hooks"})
     assert ex.selected == [] and live_hooks() == [] and ex.hooks == []
     ex.select("fc")
