@@ -91,12 +91,12 @@ def test_a_collected_explorer_leaves_no_hook_and_the_model_trains(guards_default
     out = model(x)  # its gradient hook is still pending on `out` (no backward yet)
     model(x).sum().backward()
     before = hook_counts(model, out)
-    modules, params = len(list(model.modules())), len(list(model.parameters()))
-    # the four selected, and live.nonfinite's one on every module and parameter
-    assert before["_forward_hooks"] == 4 + modules and before["_forward_pre_hooks"] >= 3
+    # the four selected, and live.nonfinite's one on every module
+    assert before["_forward_hooks"] == 4 + len(list(model.modules()))
+    assert before["_forward_pre_hooks"] >= 3
     # conv1.weight, fc.weight, fc.bias and layer1.0's children's six (a block owns none);
     # fc's output is `out`, the model's: its gradient hook and live.nonfinite's wait
-    assert before["post_accumulate_grad"] == 9 + params and before["tensor"] == 2
+    assert before["post_accumulate_grad"] == 9 and before["tensor"] == 2
     assert ownership.owner_of(model) is ex
     assert torch._dynamo.config.skip_nnmodule_hook_guards is False
     if shown:

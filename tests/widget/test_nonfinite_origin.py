@@ -168,7 +168,7 @@ def test_a_gradient_is_named_when_the_forward_was_finite(make):
     assert not any(n.key.endswith("/output") for n in ex.nonfinite)
 
 
-def test_a_parameter_gradient_when_the_output_gradient_is_finite(make):
+def test_a_gradient_broken_inside_the_model_is_named_by_the_next_forward(make):
     class Root(nn.Module):  # sqrt(|x|) at 0: finite, its gradient 0 * inf is NaN
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return x.abs().sqrt()
@@ -176,17 +176,20 @@ def test_a_parameter_gradient_when_the_output_gradient_is_finite(make):
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(4, 4, bias=False), Root(), nn.Linear(4, 2))
     ex = make(model, selected=["2"], max_rate=0)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
     x = torch.randn(8, 4)
-    for step in range(4):
+    for step in range(5):
         if step == 2:
             with torch.no_grad():
                 model[0].weight.zero_()  # its output is 0: the backward alone breaks
-        model.zero_grad()
+        opt.zero_grad()
         out = model(x)
-        assert torch.isfinite(out).all()
+        assert torch.isfinite(out).all() or step > 2
         out.pow(2).mean().backward()
+        opt.step()
+    # parameters' gradients are not checked (their cost): the NaN weight's output, a step on
     first = ex.nonfinite[0]
-    assert (first.layer, first.key, first.step) == ("0", "0/weight.grad", 2)
+    assert (first.layer, first.key, first.step) == ("0", "0/output", 3)
 
 
 def test_compiled_model_is_checked_in_its_eager_steps(make):
@@ -213,3 +216,16 @@ def test_nothing_is_left_behind(make, selected):
     ex.close()
     assert live_hooks() == []
     assert all(not m._forward_hooks for m in model.modules())
+
+
+def test_a_break_in_the_last_step_is_named_when_the_cell_ends(make):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 16), nn.Linear(16, 1))
+    ex = make(model, selected=["3"], max_rate=0)
+    model(torch.randn(4, 8))
+    with torch.no_grad():
+        model[2].weight.fill_(float("inf"))
+    model(torch.randn(4, 8))  # the last forward: layer 3's record came before its flags closed
+    assert [n.key for n in ex.nonfinite] == ["3/output"]
+    ex._cell_ended()  # IPython's post_execute (notebook.on_cell_end)
+    assert [(n.key, n.step) for n in ex.nonfinite] == [("2/output", 1), ("3/output", 1)]

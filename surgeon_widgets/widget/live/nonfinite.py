@@ -1,33 +1,36 @@
 """Where values first went NaN / Inf: every module's output checked on its device, every step.
 
 While layers are selected, :class:`NonFiniteWatch` puts a forward hook on every module of the
-model (selected or not, the model itself last), a hook on every parameter that runs once
-``backward()`` has accumulated its gradient, and a one-shot hook on the gradient of the
+model (selected or not, the model itself last) and a one-shot hook on the gradient of the
 model's output; the :class:`~.steps.StepClock` hands it each step's inputs. Each check is
 ``torch.aminmax`` of each floating tensor, appended to the step's list in call order: the
 input, each module's output as it finishes (a container after the modules it calls; an
 output already checked unchanged, e.g. a ``Sequential``'s, is not read again), then the
-backward's gradients (the output's first, then each parameter's as autograd accumulates it).
-``aminmax`` reads the tensor once and writes two values; NaN propagates into both and an Inf
-shows in one. (A sum costs the same but a finite float16 tensor can sum to Inf; ``isfinite``
-writes a mask: 14x the time on a CPU.) Nothing is read on the host in a hook.
+gradient of the model's output in the backward. ``aminmax`` reads the tensor once and writes
+two values; NaN propagates into both and an Inf shows in one. (A sum costs the same but a
+finite float16 tensor can sum to Inf; ``isfinite`` writes a mask: 14x the time on a CPU.)
+Nothing is read on the host in a hook.
 
 The forward's list is reduced on its device when the model's own forward ends, the
-backward's at the next step's start (about fifteen small ops, no transfer): the first
-non-finite entry of the first step that had one, and that step, are kept with ``torch.where``
-in one small state tensor. :meth:`read` (the Explorer's, at each update and when a cell ends)
-moves it to the host once: the step is exact whatever the throttle skipped, and a step's
-forward comes before its backward, so a gradient is named only when the forward of its step
-was finite. Once found, the origin never changes: the hooks go.
+backward's at the next step's start (about ten small ops each, 40-110 us on a CPU, no
+transfer): the first non-finite entry of the first step that had one, and that step, are
+kept with ``torch.where`` in a 3-value state tensor. :meth:`read` (the Explorer's, at each
+update and when a cell ends) moves it to the host once: the step is exact whatever the
+throttle skipped, and a step's forward comes before its backward, so the gradient is named
+only when the forward of its step was finite. Once found, the origin never changes: the
+hooks go.
 
-Costs (``benchmarks/bench_live.py``, the ``nonfinite`` lines): ResNet-18 trained on a CPU, one
-thread, batch 8 at 64x64: about 130 checks a step; see the benchmark for the ratio.
+Parameters' gradients are not checked: reading them all every step (ResNet-18: 11.7M values,
+2.7 ms a step on one CPU thread, twice the forward outputs' 1.4 ms) would double the cost. A
+gradient that breaks inside the model (the output's was finite) is named by the forward it
+breaks next: the module whose weights the optimizer made NaN, at the next step. Costs
+(``benchmarks/bench_live.py``, ``nonfinite_flags_on/off``): see the benchmark's README.
 
 A ``torch.compile``'d model is checked in the forwards that run eagerly (the recorded steps,
-:mod:`..runtime.eager_steps`), with its output's gradient but not its parameters' (their
-hooks would outlive the step); the compiled steps between them are not (their inputs are);
-a model with parts compiled in place is not watched (a hook on every module would break
-their graphs at each). Names are the model's own (``engine/naming.py``).
+:mod:`..runtime.eager_steps`); the compiled steps between them are not: a break there is
+named at the next recorded step. A model with parts compiled in place is not watched (a hook
+on every module would break their graphs at each). Names are the model's own
+(``engine/naming.py``).
 
 >>> import torch
 >>> from torch import nn
@@ -98,7 +101,7 @@ class NonFiniteWatch:
         self._last: tuple[weakref.ref[torch.Tensor], int] | None = None  # the last output read
         # per part: (first step, (layer, key) of each entry) of each call order since a read
         self._layouts: tuple[deque, deque] = (deque(), deque())
-        self._state: torch.Tensor | None = None  # [step, part, index, min, max]; step -1: none
+        self._state: torch.Tensor | None = None  # [step, part, index] (int64); step -1: none
         self._unread = False
         clock.listen(_begin_of(weakref.ref(self)))  # the clock must not keep this alive
 
@@ -106,22 +109,16 @@ class NonFiniteWatch:
     def attached(self) -> bool:
         return len(self.registry) > 0
 
-    def attach(self, parameters: bool = True) -> None:
-        """Hook every module, and every parameter's gradient with ``parameters`` (nothing
-        once the origin is found)."""
+    def attach(self) -> None:
+        """Hook every module (nothing once the origin is found)."""
         if self.attached or self.found is not None:
             return
         self._close()
         self._step, self._part = max(self.clock.step, 0), FORWARD  # mid-forward: this one
         me = weakref.ref(self)  # the model must not keep the widget alive
-        seen: set[int] = set()
         for name, module in self.model.named_modules():
-            self.registry.forward(module, _output_hook(me, name, module), name=name)
-            for pname, param in module.named_parameters(recurse=False):
-                if parameters and param.requires_grad and id(param) not in seen:  # tied: once
-                    seen.add(id(param))
-                    hook = _param_hook(me, name, f"{pname}.grad")
-                    self.grads.post_accumulate_grad(param, hook, name)
+            key = f"{name}/output" if name else "output"
+            self.registry.forward(module, _output_hook(me, name, key, module), name=name)
 
     def park(self, gradients: bool = False) -> None:
         """Take the forward hooks off; ``gradients``: the gradient hooks too (the backward of
@@ -157,7 +154,7 @@ class NonFiniteWatch:
         if self.found is not None or not self._unread or self._state is None:
             return self.found
         self._unread = False
-        step, part, index = (int(v) for v in self._state.tolist()[:3])
+        step, part, index = self._state.tolist()
         if step < 0:
             for runs in self._layouts:  # no step before now can be named any more
                 while len(runs) > 1:
@@ -168,22 +165,25 @@ class NonFiniteWatch:
         self.close()
         return self.found
 
-    def output(self, name: str, output: Any) -> None:
-        """Check the output of module ``name`` (its forward hook)."""
-        for label, tensor in iter_tensors(output):
-            if self._fresh(tensor):
-                key = leaf_label("output", label)
-                self._check(name, f"{name}/{key}" if name else key, tensor)
+    def output(self, name: str, key: str, output: Any) -> None:
+        """Check the output of module ``name`` (its forward hook; ``key``: of a tensor)."""
+        if type(output) is torch.Tensor:  # most modules: the short way
+            if self._fresh(output):
+                self._check_tensor(name, key, output)
+        else:
+            for label, tensor in iter_tensors(output):
+                if self._fresh(tensor):
+                    leaf = leaf_label("output", label)
+                    self._check(name, f"{name}/{leaf}" if name else leaf, tensor)
         if name == "":  # the model's own forward ended: its list is complete
             self._close()
             self._part = BACKWARD
             if torch.is_grad_enabled():
                 self._watch_output_grad(output)
 
-    def gradient(self, name: str, key: str, grad: torch.Tensor | None) -> None:
-        """Check a gradient of the backward (``key``: ``layer/leaf``, or the model's)."""
-        if grad is not None:
-            self._check(name, key, grad)
+    def gradient(self, grad: torch.Tensor) -> None:
+        """Check the gradient of the model's output (in the backward)."""
+        self._check("", OUTPUT_GRAD, grad)
 
     def _fresh(self, tensor: torch.Tensor) -> bool:
         """Not the tensor read last, unchanged (a container returning its last child's)."""
@@ -196,10 +196,13 @@ class NonFiniteWatch:
 
     def _check(self, layer: str, key: str, value: Any) -> None:
         for _, tensor in iter_tensors(value):
-            if tensor.numel() == 0 or not (tensor.is_floating_point() or tensor.is_complex()):
-                continue
-            t = tensor.detach()
-            low, high = torch.aminmax(torch.view_as_real(t) if t.is_complex() else t)
+            if tensor.is_complex():
+                tensor = torch.view_as_real(tensor)
+            self._check_tensor(layer, key, tensor)
+
+    def _check_tensor(self, layer: str, key: str, tensor: torch.Tensor) -> None:
+        if tensor.is_floating_point() and tensor.numel():  # integers are always finite
+            low, high = torch.aminmax(tensor.detach())
             self._values += (low, high)
             self._names.append((layer, key))
 
@@ -214,19 +217,18 @@ class NonFiniteWatch:
             if len(runs) >= LAYOUTS:
                 self.read()  # a call order per step: read now rather than forget one
             runs.append((self._step, names))
-        device = values[0].device
-        pairs = torch.stack([v.to(device) for v in values]).view(-1, 2)
-        bad = ~torch.isfinite(pairs).all(dim=1)
+        try:
+            pairs = torch.stack(values)
+        except RuntimeError:  # a model spread over devices: onto the first one's
+            pairs = torch.stack([v.to(values[0].device) for v in values])
+        bad = ~torch.isfinite(pairs.view(-1, 2)).all(dim=1)
         index = bad.to(torch.uint8).argmax()  # the first maximum: the first non-finite
-        exact = torch.float64 if device.type in ("cpu", "cuda") else torch.float32
-        where = torch.stack([index * 0 + self._step, index * 0 + self._part, index])
-        candidate = torch.cat([where.to(exact), pairs[index].to(exact)])
+        candidate = torch.stack([index * 0 + self._step, index * 0 + self._part, index])
         state = self._state
         if state is None:
-            state = torch.full((5,), -1.0, dtype=exact, device=device)
-        candidate = candidate.to(state.device)
-        new = bad.any().to(state.device) & (state[0] < 0)
-        self._state = torch.where(new, candidate, state)
+            state = torch.full((3,), -1, dtype=torch.int64, device=pairs.device)
+        new = bad.any() & (state[0] < 0)
+        self._state = torch.where(new.to(state.device), candidate.to(state.device), state)
         self._unread = True
 
     def _watch_output_grad(self, output: Any) -> None:
@@ -259,7 +261,7 @@ def _layout(runs: Iterable[tuple[int, tuple]], step: int) -> tuple:
     return names
 
 
-def _output_hook(me: weakref.ref[NonFiniteWatch], name: str, module: nn.Module):
+def _output_hook(me: weakref.ref[NonFiniteWatch], name: str, key: str, module: nn.Module):
     target = weakref.ref(module)
 
     def observe(hooked: nn.Module, args: Any, output: Any) -> None:
@@ -267,26 +269,11 @@ def _output_hook(me: weakref.ref[NonFiniteWatch], name: str, module: nn.Module):
         if watch is None or hooked is not target() or guard.inert(output):
             return
         try:
-            watch.output(name, output)
+            watch.output(name, key, output)
         except Exception as error:  # never break the user's forward
             failed(watch.on_failure, name, "non-finite", error)
 
     return compile_safe(observe)
-
-
-def _param_hook(me: weakref.ref[NonFiniteWatch], name: str, leaf: str):
-    key = f"{name}/{leaf}" if name else leaf
-
-    def hook(param: nn.Parameter) -> None:
-        watch = me()
-        if watch is None or guard.inert(param):
-            return
-        try:
-            watch.gradient(name, key, param.grad)
-        except Exception as error:
-            failed(watch.on_failure, name, "non-finite", error)
-
-    return hook
 
 
 def _output_grad_hook(me: weakref.ref[NonFiniteWatch]):
@@ -295,7 +282,7 @@ def _output_grad_hook(me: weakref.ref[NonFiniteWatch]):
         if watch is None or guard.inert(grad):
             return
         try:
-            watch.gradient("", OUTPUT_GRAD, grad)
+            watch.gradient(grad)
         except Exception as error:
             failed(watch.on_failure, "", "non-finite", error)
 

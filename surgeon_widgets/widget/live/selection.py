@@ -245,7 +245,7 @@ class SelectionHooks:
         spent = self.throttle.spent
         try:
             self._attach(self._selection)
-            self.nonfinite.attach(parameters=False)  # their hooks would outlive the step
+            self.nonfinite.attach()
             self.nonfinite.begin(self.clock.step, args, kwargs)  # counted before it attached
             yield
         finally:
