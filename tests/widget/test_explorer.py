@@ -18,6 +18,7 @@ from torch import nn
 from surgeon_widgets import UnknownNameError, get_layers, get_nodes
 from surgeon_widgets.engine.registry import live_hooks
 from surgeon_widgets.widget import Explorer
+from surgeon_widgets.widget.live.nonfinite import FINITE_IN_FINITE_OUT
 from surgeon_widgets.widget.wire import BUDGET
 
 
@@ -98,8 +99,10 @@ def test_select_attaches_only_selected_and_removes(make, from_view):
     ex.select(["layer1.0.conv1", "fc"])
     assert forward_hooked(model) == {"layer1.0.conv1", "fc"}
     assert {h["name"] for h in ex.hooks} == {"layer1.0.conv1", "fc"}
-    # while any layer is selected, live.nonfinite checks every module's output
-    assert forward_hooked(model, "Explorer non-finite") == {n for n, _ in model.named_modules()}
+    # while any layer is selected, live.nonfinite checks every module's output (not ReLUs')
+    checked = {n for n, m in model.named_modules() if type(m) not in FINITE_IN_FINITE_OUT}
+    assert forward_hooked(model, "Explorer non-finite") == checked
+    assert "layer1.0.relu" not in checked and "layer1.0.bn1" in checked
     ex.selected = ["fc"]  # from the front end
     assert forward_hooked(model) == {"fc"}
     from_view(ex, {"type": "remove_all_hooks"})

@@ -1,7 +1,8 @@
 """Where values first went NaN / Inf: every module's output checked on its device, every step.
 
 While layers are selected, :class:`NonFiniteWatch` puts a forward hook on every module of the
-model (selected or not, the model itself last) and a one-shot hook on the gradient of the
+model (selected or not, the model itself last; not those that keep finite values finite, such
+as ``ReLU``: :data:`FINITE_IN_FINITE_OUT`) and a one-shot hook on the gradient of the
 model's output; the :class:`~.steps.StepClock` hands it each step's inputs. Each check is
 ``torch.aminmax`` of each floating tensor, appended to the step's list in call order: the
 input, each module's output as it finishes (a container after the modules it calls; an
@@ -66,11 +67,19 @@ from .failures import Failure, failed, log_failure
 from .hooks import leaf_label
 from .steps import StepClock
 
-__all__ = ["INPUT", "LAYOUTS", "OUTPUT_GRAD", "NonFiniteWatch"]
+__all__ = ["FINITE_IN_FINITE_OUT", "INPUT", "LAYOUTS", "OUTPUT_GRAD", "NonFiniteWatch"]
 
 INPUT = "input"  # the key of the model's input (layer "")
 OUTPUT_GRAD = "grad_output"  # the key of the gradient of the model's output (layer "")
 LAYOUTS = 64  # call orders kept between two reads; a read is forced before more
+# Modules whose output is finite when their input is: not hooked. Were their output non-finite,
+# so was their input, the output of a module checked before them (or the model's input), which
+# is named. (Not Dropout: its 1/(1-p) can overflow float16; not average pools: sums.)
+FINITE_IN_FINITE_OUT = (
+    nn.ReLU, nn.ReLU6, nn.Hardtanh, nn.Sigmoid, nn.Tanh, nn.Identity, nn.Flatten, nn.Unflatten,
+    nn.MaxPool1d, nn.MaxPool2d, nn.MaxPool3d, nn.AdaptiveMaxPool1d, nn.AdaptiveMaxPool2d,
+    nn.AdaptiveMaxPool3d,
+)  # fmt: skip
 PENDING = 4  # output-gradient hooks kept waiting for a backward (forwards with none: eval)
 FORWARD, BACKWARD = 0, 1  # a step's two lists
 
@@ -117,6 +126,8 @@ class NonFiniteWatch:
         self._step, self._part = max(self.clock.step, 0), FORWARD  # mid-forward: this one
         me = weakref.ref(self)  # the model must not keep the widget alive
         for name, module in self.model.named_modules():
+            if type(module) in FINITE_IN_FINITE_OUT and name:
+                continue
             key = f"{name}/output" if name else "output"
             self.registry.forward(module, _output_hook(me, name, key, module), name=name)
 
