@@ -41,14 +41,39 @@ export function noFiniteText(it) {
 }
 
 /**
- * The message naming where values broke ("" while none did).
+ * What a key's leaf is, in words: "output", "gradient of output[0]", "gradient of weight".
+ * @param {string} leaf
+ */
+function leafWords(leaf) {
+  if (leaf.startsWith("grad_")) return `gradient of ${leaf.slice(5)}`;
+  if (leaf.endsWith(".grad")) return `gradient of ${leaf.slice(0, -5)}`;
+  return leaf;
+}
+
+/**
+ * Where an entry is: "layer3.0.conv1 (output)", "the model's input", "the gradient of the
+ * model's output" (the model's own keys have the layer "").
+ * @param {string} layer
+ * @param {string} key
+ */
+export function placeText(layer, key) {
+  const leaf = layer && key.startsWith(`${layer}/`) ? key.slice(layer.length + 1) : key;
+  const words = leafWords(leaf);
+  if (layer) return `${layer} (${words})`;
+  return words.startsWith("gradient of ") ? `the ${words.replace("of ", "of the model's ")}` : `the model's ${words}`;
+}
+
+/**
+ * The message naming where values broke ("" while none did); the first entry's counts when
+ * they were measured (Python locates a layer it did not record: no counts).
  * @param {NonFinite[] | undefined} list
  */
 export function nonfiniteText(list) {
   if (!list?.length) return "";
   const [layer, key, step, nans, infs] = list[0];
+  const counts = badCounts(nans, infs);
   const more = list.length > 1 ? ` (then ${list.length - 1} more key${list.length > 2 ? "s" : ""})` : "";
-  return `Non-finite values first in ${layer} at step ${step}: ${key} had ${badCounts(nans, infs)}${more}`;
+  return `Non-finite values first in ${placeText(layer, key)} at step ${step}${counts ? `: ${counts}` : ""}${more}`;
 }
 
 /**

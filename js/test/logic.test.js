@@ -6,7 +6,7 @@ import { test } from "node:test";
 import { decode } from "../src/codec.js";
 import { fullNum, num, percent, rangeText, statsText } from "../src/histogram/format.js";
 import { HistoryStore } from "../src/histogram/store.js";
-import { firstBadOfLayers, noFiniteText, nonfiniteText } from "../src/nonfinite.js";
+import { firstBadOfLayers, noFiniteText, nonfiniteText, placeText } from "../src/nonfinite.js";
 import { TreeIndex, visibleRows } from "../src/tree/flatten.js";
 import { keyAction } from "../src/tree/keys.js";
 
@@ -92,7 +92,14 @@ test("stats text and the history store", () => {
 test("non-finite: the first entry is named, each layer's first kept, empty histograms say why", () => {
   /** @type {[string, string, number, number, number][]} */
   const list = [["fc2", "fc2/output", 12, 1024, 0], ["fc3", "fc3/output", 12, 0, 3], ["fc2", "fc2/grad_output", 12, 5, 0]];
-  assert.equal(nonfiniteText(list), "Non-finite values first in fc2 at step 12: fc2/output had 1,024 NaN (then 2 more keys)");
+  assert.equal(nonfiniteText(list), "Non-finite values first in fc2 (output) at step 12: 1,024 NaN (then 2 more keys)");
+  // located by Python's flags of every module: no counts
+  assert.equal(nonfiniteText([["layer3.0.conv1", "layer3.0.conv1/output", 332, 0, 0]]),
+    "Non-finite values first in layer3.0.conv1 (output) at step 332");
+  assert.equal(nonfiniteText([["", "input", 5, 0, 0], list[0]]), "Non-finite values first in the model's input at step 5 (then 1 more key)");
+  assert.equal(placeText("", "grad_output"), "the gradient of the model's output");
+  assert.equal(placeText("fc", "fc/weight.grad"), "fc (gradient of weight)");
+  assert.equal(placeText("fc", "fc/grad_output[0]"), "fc (gradient of output[0])");
   assert.equal(nonfiniteText([]), "");
   assert.deepEqual([...firstBadOfLayers(list).values()].map((e) => e[1]), ["fc2/output", "fc3/output"]);
   assert.equal(noFiniteText({ numel: 8, nans: 8, infs: 0 }), "all values NaN");

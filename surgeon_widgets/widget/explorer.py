@@ -177,6 +177,7 @@ class Explorer(ShownLater, FrontEnd):
             self._show_cut, lambda ok, message: self.send(*insert_result(ok, message)),
             notebook.user_namespace, notebook.shell,
         )  # fmt: skip
+        self._undo_cell_end = notebook.on_cell_end(_weakly(self, Explorer._cell_ended))
         notes = [note for note in [compile_note(self._watched)] if note]
         super().__init__(
             rows=self._tree.module_rows, gradients=gradients, max_rate=max_rate, notes=notes
@@ -440,7 +441,7 @@ class Explorer(ShownLater, FrontEnd):
     def _on_records(self, records: list[Record]) -> None:
         if self.status:
             self.status = self._recompile.recorded()
-        bad = False
+        bad = self._located()
         for record in records:
             bad = bool(self._history.add(record)) or bad  # a key's first NaN / Inf
             if self._run_log is not None:
@@ -467,6 +468,16 @@ class Explorer(ShownLater, FrontEnd):
         elif self.status == COMPILING:
             self.status = ""
         self.compiling = running
+
+    def _located(self) -> bool:
+        """Was the first non-finite value located just now (:mod:`.live.nonfinite`'s flags
+        of every module, one small transfer at an update or a cell's end)?"""
+        origin = self._live.nonfinite.read()
+        return origin is not None and self._history.locate(origin)
+
+    def _cell_ended(self) -> None:
+        if not self.closed and self._located():
+            self.nonfinite = self._history.nonfinite()
 
     def _publish_errors(self, entries: list[dict]) -> None:
         with self._lock:
@@ -495,6 +506,7 @@ class Explorer(ShownLater, FrontEnd):
             getattr(self, BUTTONS[kind])()
 
     def _release(self) -> None:
+        self._undo_cell_end()
         self._still.close()
         self._remove_hooks()
         ownership.release(self._model, self)
@@ -512,3 +524,14 @@ class Explorer(ShownLater, FrontEnd):
         self.replaced = ownership.REPLACED
         self.hooks = []
 
+
+def _weakly(ex: Explorer, method: Any) -> Any:
+    """``method(ex)`` while ``ex`` lives (IPython's events must not keep a widget alive)."""
+    ref = weakref.ref(ex)
+
+    def call() -> None:
+        target = ref()
+        if target is not None:
+            method(target)
+
+    return call

@@ -1,8 +1,9 @@
 """What the live hooks measured: one record per tensor leaf per update, and a bounded history.
 
 The history also keeps, for good, the first record of each key that held a NaN or an Inf
-(:meth:`History.nonfinite`), in the order they were measured: the first entry is where the
-values broke, even after the bounded history has moved past it.
+(:meth:`History.nonfinite`), in the order they were measured, after the place where values
+first broke when it was located (:meth:`History.locate`, from :mod:`.live.nonfinite`: every
+module checked every step), even after the bounded history has moved past it.
 
 >>> import torch
 >>> from surgeon_widgets.engine.stats import tensor_stats
@@ -78,6 +79,7 @@ class History:
         self.maxlen = maxlen
         self._data: dict[str, deque[Record]] = {}
         self._nonfinite: dict[str, NonFinite] = {}  # key -> first bad record, in arrival order
+        self._origin: NonFinite | None = None  # where values first broke (see locate)
         self._lock = threading.Lock()
 
     def add(self, record: Record) -> NonFinite | None:
@@ -93,11 +95,26 @@ class History:
                 return first
         return None
 
-    def nonfinite(self) -> list[NonFinite]:
-        """The first NaN / Inf record of each key, oldest first (records come in the order the
-        hooks ran: a forward's layers in order, then its backward's gradients)."""
+    def locate(self, origin: NonFinite) -> bool:
+        """Keep ``origin``, the first non-finite value of the model (its counts from this
+        key's record when it has one of that step); ``False`` when one was kept already."""
         with self._lock:
-            return sorted(self._nonfinite.values(), key=lambda n: n.step)  # stable: arrival
+            if self._origin is not None:
+                return False
+            seen = self._nonfinite.get(origin.key)
+            self._origin = seen if seen is not None and seen.step == origin.step else origin
+            return True
+
+    def nonfinite(self) -> list[NonFinite]:
+        """Where values first broke (:meth:`locate`), then the first NaN / Inf record of each
+        other key, oldest first (records come in the order the hooks ran: a forward's layers
+        in order, then its backward's gradients)."""
+        with self._lock:
+            rest = sorted(self._nonfinite.values(), key=lambda n: n.step)  # stable: arrival
+            origin = self._origin
+        if origin is None:
+            return rest
+        return [origin, *(n for n in rest if n.key != origin.key)]
 
     def records(self, key: str) -> list[Record]:
         with self._lock:

@@ -116,7 +116,7 @@ def test_nonfinite_values_are_named_marked_and_said(browser, jupyterlab, tmp_pat
         line = page.locator(".sw-nonfinite-line")
         line.wait_for(state="visible", timeout=20_000)
         text = line.inner_text()
-        assert text.startswith("Non-finite values first in 2 at step 2: 2/output had 64 NaN"), text
+        assert text.startswith("Non-finite values first in 2 (output) at step 2: 64 NaN"), text
         assert page.locator('[data-name="2"] .sw-nonfinite-mark').inner_text() == "NaN"
         assert page.locator('[data-name="0"] .sw-nonfinite-mark').count() == 0
         empty = page.locator('[data-layer="2"] .sw-hist-empty')

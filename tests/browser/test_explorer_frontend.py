@@ -591,8 +591,8 @@ def test_nonfinite_line_tree_mark_and_all_nan_histogram(harness, tmp_path):
         ['head', 'head/output', 7, 0, 1]])""")
     line = page.inner_text(".sw-nonfinite-line")
     assert line == (
-        "Non-finite values first in encoder.layers.0.mlp at step 7: "
-        "encoder.layers.0.mlp/output had 2 NaN (then 1 more key)"
+        "Non-finite values first in encoder.layers.0.mlp (output) at step 7: "
+        "2 NaN (then 1 more key)"
     )
     mark = page.locator(f'[data-name="{mlp}"] .sw-nonfinite-mark')
     assert mark.inner_text() == "NaN" and "first at step 7" in mark.get_attribute("title")

@@ -18,6 +18,7 @@ from torch import nn
 from surgeon_widgets import UnknownNameError, get_layers, get_nodes
 from surgeon_widgets.engine.registry import live_hooks
 from surgeon_widgets.widget import Explorer
+from surgeon_widgets.widget.live.nonfinite import FINITE_IN_FINITE_OUT
 from surgeon_widgets.widget.wire import BUDGET
 
 
@@ -86,15 +87,24 @@ def test_meta_llama_tree_without_allocating(make):
     assert 69e9 < top < 72e9  # a 70B model, counted from shapes only
 
 
+def forward_hooked(model: torch.nn.Module, owner: str = "Explorer") -> set[str]:
+    """The modules of ``model`` with a forward hook of ``owner`` (a HookRegistry's)."""
+    named = {name for o, kind, name in live_hooks() if o == owner and kind == "forward"}
+    return {n for n, m in model.named_modules() if m._forward_hooks and n in named}
+
+
 def test_select_attaches_only_selected_and_removes(make, from_view):
     model = torchvision.models.resnet18()
     ex = make(model)
     ex.select(["layer1.0.conv1", "fc"])
-    hooked = {n for n, m in model.named_modules() if m._forward_hooks}
-    assert hooked == {"layer1.0.conv1", "fc"}
+    assert forward_hooked(model) == {"layer1.0.conv1", "fc"}
     assert {h["name"] for h in ex.hooks} == {"layer1.0.conv1", "fc"}
+    # while any layer is selected, live.nonfinite checks every module's output (not ReLUs')
+    checked = {n for n, m in model.named_modules() if type(m) not in FINITE_IN_FINITE_OUT}
+    assert forward_hooked(model, "Explorer non-finite") == checked
+    assert "layer1.0.relu" not in checked and "layer1.0.bn1" in checked
     ex.selected = ["fc"]  # from the front end
-    assert {n for n, m in model.named_modules() if m._forward_hooks} == {"fc"}
+    assert forward_hooked(model) == {"fc"}
     from_view(ex, {"type": "remove_all_hooks"})
     assert ex.selected == [] and live_hooks() == [] and ex.hooks == []
     ex.select("fc")

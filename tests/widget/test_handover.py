@@ -72,7 +72,9 @@ def has_nodes(ex: Explorer) -> bool:
 
 
 def hooked(model: nn.Module) -> set[str]:
-    return {n for n, m in model.named_modules() if m._forward_hooks}
+    """The modules with a forward hook of the selection (live.nonfinite's are on all)."""
+    named = {name for owner, kind, name in live_hooks() if (owner, kind) == ("Explorer", "forward")}
+    return {n for n, m in model.named_modules() if m._forward_hooks and n in named}
 
 
 

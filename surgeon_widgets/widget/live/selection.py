@@ -46,6 +46,7 @@ from .attention import AttentionView, Send
 from .eager_pace import EagerPace
 from .failures import Failure, log_failure
 from .hooks import LiveHooks
+from .nonfinite import NonFiniteWatch
 from .params import ParamWatch
 from .steps import StepClock
 from .throttle import Throttle
@@ -151,6 +152,7 @@ class SelectionHooks:
             training=lambda: self.clock.training,
         )  # fmt: skip
         self.params = ParamWatch(model, sink, due, on_failure)
+        self.nonfinite = NonFiniteWatch(model, self.clock, on_failure)  # every module's
         self.watched = watched
         self.eager_only = eager_steps.available(watched)  # hooks only in eager steps
         self.pace = EagerPace(self.throttle.budget)
@@ -179,6 +181,10 @@ class SelectionHooks:
         else:
             self.clock.close()
         self._attach(selection)
+        if layers and not self.eager_only and not self.recompiles:
+            self.nonfinite.attach()  # compiled: in the eager steps only (_eager_step)
+        elif not self.eager_only:
+            self.nonfinite.close()
         if layers and compiled_parts(self.model) and not self.eager_only:
             self.on_note(COMPILED)  # blocks compiled in place, also after the Explorer was made
         if layers and any(p.is_meta for p in self.model.parameters()):
@@ -209,6 +215,7 @@ class SelectionHooks:
         self.activations.park(gradients)
         self.attention.park()
         self.params.park(gradients)
+        self.nonfinite.park(gradients)
 
     def _plan(self, args: tuple, kwargs: dict) -> contextlib.AbstractContextManager | None:
         """At each call of the compiled model: count the step; if an update is due, the hooks
@@ -221,7 +228,7 @@ class SelectionHooks:
         paced = self.throttle.max_rate > 0  # max_rate=0: every forward records
         if (paced and not self.pace.allowed()) or not self._due():
             return None
-        return self._eager_step()
+        return self._eager_step(args, kwargs)
 
     def _due(self) -> bool:
         """Is an update of any key of the selection due (without counting it as made)?"""
@@ -237,11 +244,13 @@ class SelectionHooks:
         return any(self.throttle.ready(k) for k in keys)
 
     @contextlib.contextmanager
-    def _eager_step(self) -> Iterator[None]:
+    def _eager_step(self, args: tuple, kwargs: dict) -> Iterator[None]:
         self._in_step = True
         spent = self.throttle.spent
         try:
             self._attach(self._selection)
+            self.nonfinite.attach()
+            self.nonfinite.begin(self.clock.step, args, kwargs)  # counted before it attached
             yield
         finally:
             self._in_step = False
@@ -266,7 +275,7 @@ class SelectionHooks:
         """Remove every hook (the step clock's too)."""
         if self.steps is not None:
             self.steps.remove()
-        for part in (self.activations, self.attention, self.params, self.clock):
+        for part in (self.activations, self.attention, self.params, self.nonfinite, self.clock):
             part.close()
 
     def __del__(self) -> None:

@@ -26,6 +26,7 @@ posted from another thread) with their own root pre-hook; the clock does not dep
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 from torch import nn
@@ -52,6 +53,7 @@ class StepClock:
         self.training = unwrap(model).training
         self.compiled = is_compiled(model)
         self.registry = HookRegistry("Explorer steps")
+        self._listeners: list[Callable[[int, Any, Any], None]] = []
         if attached:
             self.attach()
 
@@ -68,6 +70,11 @@ class StepClock:
             self.step += 1
             self.training = unwrap(self.model).training
 
+    def listen(self, listener: Callable[[int, Any, Any], None]) -> None:
+        """Call ``listener(step, args, kwargs)`` after each counted forward began (it must
+        not raise: the user's forward is running)."""
+        self._listeners.append(listener)
+
     def close(self) -> None:
         """Stop counting (remove the hooks); ``attach()`` resumes."""
         self.registry.remove()
@@ -82,6 +89,8 @@ class StepClock:
             return
         self.step += 1
         self.training = unwrap(self.model).training
+        for listener in self._listeners:
+            listener(self.step, args, kwargs)
 
     def _tick(self, module: nn.Module, args: Any, kwargs: Any) -> None:
         self.count(args, kwargs)
