@@ -366,7 +366,10 @@ def _bincount(index: torch.Tensor, small: torch.Tensor, bins: int) -> torch.Tens
         # int16: a quarter of int64's memory, and float -> int16 converts about 10x faster
         # than float -> uint8 on x86 CPUs (2M values: 0.25 ms instead of 2.4 ms)
         return torch.bincount(small.copy_(index), minlength=bins)
-    index = index.floor()
+    # a NaN index (a tensor holding NaN/Inf: its counts are dropped for the exact pass) would
+    # cast to INT64_MIN, which scatter_add_ rejects (on CUDA: a device-side assert that takes
+    # the process's CUDA context down): bin 0 instead
+    index = index.nan_to_num(0.0).floor_()
     # bincount sizes its output from the data, which syncs on accelerators; scatter does not
     ones = torch.ones(1, dtype=torch.int64, device=index.device).expand(index.numel())
     counts = torch.zeros(bins, dtype=torch.int64, device=index.device)

@@ -293,3 +293,16 @@ def test_a_cpu_tensor_below_small_cpu_runs_no_torch_reduction():
     with Ops() as ops:
         tensor_stats(big)
     assert any("sum" in op for op in ops.ops)  # from SMALL_CPU on: torch's chunked pass
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+@pytest.mark.parametrize("numel", [SMALL_CPU, 1 << 19])
+def test_non_finite_values_on_the_scatter_path_are_counted_not_raised(bad, numel):
+    """The accelerators' binning (scatter_add_, taken on a CPU when bins > 256) once cast a NaN
+    bin index to INT64_MIN: an error here, a device-side assert on CUDA."""
+    t = _conv_activations()["relu"].reshape(-1)[:numel].clone()
+    t[7] = bad
+    got, ref = tensor_stats(t, bins=300), _reference64(t[torch.isfinite(t)])
+    assert (got.nans, got.infs) == ((1, 0) if bad != bad else (0, 1))
+    assert got.hist.sum() + round(got.zeros * got.numel) == numel - 1
+    assert (got.min, got.max) == (ref["min"], ref["max"])
