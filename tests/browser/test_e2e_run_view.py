@@ -3,8 +3,8 @@
 A run is recorded in the kernel (one process), then shown; the test waits for the status line
 to say finished, the tree to list the model's modules, and the histogram canvas of a recorded
 layer to be painted, and checks the live-only controls (gradients, max rate, hooks, cut) are
-hidden and the unrecorded layer says so; screenshots in light and dark themes go to the test's
-tmp folder.
+hidden and the unrecorded layer says so, and a recorded ReLU's exact zeros are a bar of their
+own; screenshots in light and dark themes go to the test's tmp folder.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from torch import nn
 from surgeon_widgets import Explorer, Recorder
 
 torch.manual_seed(0)
-model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 4))
+model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 4), nn.ReLU())
 folder = tempfile.mkdtemp()
-with Recorder(model, folder, layers=["0", "2"], every=1) as rec:
+with Recorder(model, folder, layers=["0", "2", "3"], every=1) as rec:
     for step in range(12):
         model(torch.randn(16, 8) * (1 + step / 4)).pow(2).mean().backward()
         rec.step()
@@ -76,6 +76,16 @@ def test_from_run_shows_tree_status_and_histograms(browser, jupyterlab, tmp_path
         page.wait_for_function(HISTOGRAM_PAINTED, arg=[0, "2"], timeout=20_000)
         stats = page.locator('[data-layer="2"] .sw-stats').first.inner_text()
         assert stats.startswith("mean ") and "shape [16, 4]" in stats, stats
+        # the recorded ReLU "3": its exact zeros in a bar of their own, not in the bins (64
+        # values a step, about half of them zeros: in a bin, they would be its count's max)
+        page.wait_for_function(HISTOGRAM_PAINTED, arg=[0, "3"], timeout=20_000)
+        bar = '[data-layer="3"] .sw-zero'
+        assert page.locator(bar).first.is_visible()
+        label = page.locator(f"{bar} .sw-zero-label").first.inner_text()
+        share = int(label.removeprefix("0: ").removesuffix("%")) / 100
+        assert 0.2 < share < 0.8, label
+        most = int(page.locator('[data-layer="3"] .sw-count-max').first.inner_text())
+        assert most < share * 64 / 2, (most, label)
         page.screenshot(path=str(tmp_path / "run_view_light.png"), full_page=True)
         page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', "
                       "{theme: 'JupyterLab Dark'})")  # fmt: skip
