@@ -219,23 +219,27 @@ EXPORT void sw_calls_f64(const double *x, const int64_t *keys, const int64_t *si
    (buckets.py's rebin, the same numbers: bucket counts are whole, so any order of adding them
    is exact). Each bucket's count is spread uniformly over its span; edges[j], edges[j + 1] are
    bucket j's bounds (of value - centre). Only the buckets from the min's to the max's are
-   read: no value was counted outside them. A key with no finite value gets zeros, one whose min is its
-   max has every value in bin 0. */
+   read: no value was counted outside them. Exact zeros (s[ZEROS]) are left out: taken from the
+   bucket they were counted in, that of (float)(0 - centre). A key with no finite value gets
+   zeros, one whose min is its max has every (non-zero) value in bin 0. */
 EXPORT void sw_rebin(const double *sums, const double *maxes, const double *centres,
                      int64_t k, int64_t bins, const double *edges, double *out, const int64_t *L) {
     const int32_t last = 2 * (int32_t)L[SIDE];
     for (int64_t r = 0; r < k; r++) {
         const double *s = sums + r * L[SUM_WIDTH], *m = maxes + r * L[MAX_WIDTH];
         const double *c = s + L[HIST];
-        double *h = out + r * bins, total = s[L[FINITE]];
+        double *h = out + r * bins, total = s[L[FINITE]], zeros = s[L[ZEROS]];
         double lo = -m[L[NEG_MIN]], hi = m[L[MAX]];
         memset(h, 0, bins * sizeof(double));
         if (!(total > 0.0) || !(lo > -INFINITY && lo < INFINITY && hi > -INFINITY && hi < INFINITY))
             continue;
         if (hi == lo) {
-            h[0] = total;
+            h[0] = total - zeros;
             continue;
         }
+        const double zero = 0.0;
+        int32_t z; /* the zeros' bucket, as the calls counted them */
+        buckets_f64(&zero, 1, centres[r], &z, L);
         double e[BLOCK + 1], cdf[BLOCK + 1];
         int32_t j[BLOCK + 1];
         for (int64_t i = 0; i <= bins; i++)
@@ -263,8 +267,9 @@ EXPORT void sw_rebin(const double *sums, const double *maxes, const double *cent
             frac = frac > 0.0 ? frac : 0.0;
             frac = frac < 1.0 ? frac : 1.0;
             cdf[i] = below + c[j[i]] * frac;
+            cdf[i] -= zeros * (j[i] > z ? 1.0 : j[i] == z ? frac : 0.0);
         }
-        cdf[0] = 0.0, cdf[bins] = total;
+        cdf[0] = 0.0, cdf[bins] = total - zeros;
         /* rounded half to even, as numpy's round: exact for 0 <= x < 2^52 (counts are) */
         for (int64_t i = 0; i <= bins; i++) cdf[i] = (cdf[i] + 0x1p52) - 0x1p52;
         for (int64_t i = 0; i < bins; i++) h[i] = cdf[i + 1] - cdf[i];

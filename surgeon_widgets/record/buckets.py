@@ -10,7 +10,9 @@ record waits for a range learnt from an earlier one.
 
 For display, :func:`rebin` spreads the merged counts over :data:`~.layout.BINS` equal bins
 between the record's exact min and max, each bucket's count uniformly over its span (clamped
-to ``[min, max]``): every finite value lands inside the display bins.
+to ``[min, max]``): every finite value lands inside the display bins, except the exact zeros
+when their count is given (shown as a bar of their own: a ReLU's half of zeros would flatten
+the rest of the histogram).
 
 >>> import torch
 >>> x = torch.tensor([-3.0, 0.0, 1.0, 1.0, 2.5, float("nan")])
@@ -78,15 +80,17 @@ def bucket_index_numpy(x: np.ndarray) -> np.ndarray:
 
 def rebin(
     counts: np.ndarray, lo: np.ndarray, hi: np.ndarray, centre: np.ndarray, bins: int = 64,
-    column: int = 0, total: np.ndarray | None = None,
+    column: int = 0, total: np.ndarray | None = None, zeros: np.ndarray | None = None,
 ) -> np.ndarray:
     """``[K, bins]`` equal bins over ``[lo, hi]`` per row from bucket counts.
 
     The buckets are ``counts[:, column : column + BUCKETS]`` (``counts`` C-contiguous: a
     recorder's whole sum bucket, read in place); row ``k``'s are of ``value - centre[k]``.
     ``total``: each row's count, where the caller knows it. Bins hold whole counts (the cdf at
-    the edges, rounded), summing to the row's count. A row with ``lo == hi`` has every count in
-    bin 0; a row with no finite ``lo`` is all zeros.
+    the edges, rounded), summing to the row's count. ``zeros``: each row's count of exact
+    zeros, left out of the bins (taken from the bucket the recorder counted them in, that of
+    ``float32(0 - centre)``). A row with ``lo == hi`` has every (non-zero) count in bin 0; a
+    row with no finite ``lo`` is all zeros.
     """
     k, width = counts.shape
     ok = np.isfinite(lo) & np.isfinite(hi)
@@ -108,6 +112,11 @@ def rebin(
     cdf = below + flat[starts + j] * frac
     if total is None:
         total = counts[:, column : column + BUCKETS].sum(axis=1)
+    if zeros is not None:  # the zeros out of their bucket's share of the cdf (counts: read-only)
+        with np.errstate(over="ignore", invalid="ignore"):  # a centre past float32: clamped
+            z = bucket_index_numpy(0.0 - centre)[:, None]
+        cdf -= zeros[:, None] * np.where(j > z, 1.0, np.where(j == z, frac, 0.0))
+        total = total - zeros
     cdf[:, 0], cdf[:, -1] = 0.0, total  # clamped: every value is inside [lo, hi]
     # whole counts: the rounded cdf keeps the total and never decreases
     hist = np.diff(np.round(cdf), axis=1)

@@ -8,8 +8,9 @@ bucket), so a record is the statistics of all ranks' values together:
 - ``l2 = sqrt(sum(m2_c) + sum(s_c**2 / n_c))``: the sum of squares, from the same sums;
 - min/max and NaN/Inf/zero counts exact;
 - the display histogram: the merged log-spaced buckets re-binned over ``[min, max]``
-  (:func:`~.buckets.rebin`), so it covers every finite value of this record; the buckets are
-  centred on the key's previous mean (:func:`next_centres`), the same on every rank;
+  (:func:`~.buckets.rebin`), so it covers every finite value of this record but the exact
+  zeros (``zeros``: a bar of their own); the buckets are centred on the key's previous mean
+  (:func:`next_centres`), the same on every rank;
 - ``mode``: 0 when only training forwards (or gradients, parameters) fed the record, 1 when
   only eval forwards did, 2 when ranks differed.
 
@@ -103,9 +104,9 @@ def merge(
 def display_bins(
     sums: np.ndarray, maxes: np.ndarray, centres: np.ndarray, out: np.ndarray | None = None
 ) -> np.ndarray:
-    """``[K, BINS]``: each key's merged buckets re-binned over its ``[min, max]``
-    (:func:`~.buckets.rebin`; in C where it is built, reading only the buckets in that range).
-    """
+    """``[K, BINS]``: each key's merged buckets re-binned over its ``[min, max]``, exact zeros
+    left out (:func:`~.buckets.rebin`; in C where it is built, reading only the buckets in that
+    range)."""
     out = np.empty((len(sums), BINS)) if out is None else out
     if rebin_native(sums, maxes, centres, out):
         return out
@@ -113,7 +114,7 @@ def display_bins(
     has = n > 0
     low = np.where(has, -maxes[:, NEG_MIN], np.nan)
     high = np.where(has, maxes[:, MAX], np.nan)
-    out[...] = rebin(sums, low, high, centres, BINS, column=HIST, total=n)
+    out[...] = rebin(sums, low, high, centres, BINS, column=HIST, total=n, zeros=sums[:, ZEROS])
     return out
 
 

@@ -182,8 +182,17 @@ def _values(key: str, series: Series) -> list[bytes]:
     bins = records["hist"].shape[1]
     limits = np.concatenate([lo[:, None], lo[:, None] + width[:, None] * np.arange(1, bins + 1),
                              np.full((n, 1), np.finfo(np.float64).max)], axis=1)  # fmt: skip
-    counts = np.concatenate([records["under"][:, None], records["hist"].astype(np.float64),
-                             records["over"][:, None]], axis=1)  # fmt: skip
+    hist = records["hist"].astype(np.float64)
+    # the bins leave exact zeros out (a bar of their own in the Explorer): TensorBoard has no
+    # such bar, so they go back into the bin holding 0
+    zeros = records["zeros"]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        at = np.floor(np.where(width > 0, (0.0 - lo) / width, 0.0))
+    at = np.clip(np.nan_to_num(at), 0, bins - 1).astype(np.int64)
+    hist[np.arange(n), at] += zeros
+    binned |= zeros > 0
+    counts = np.concatenate([records["under"][:, None], hist, records["over"][:, None]],
+                            axis=1)  # fmt: skip
     out = [b""] * n
     for rows, lim, cnt in (  # outer buckets around the bins; a first record: one bucket
         (np.flatnonzero(binned), limits, counts),

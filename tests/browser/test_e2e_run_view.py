@@ -3,8 +3,8 @@
 A run is recorded in the kernel (one process), then shown; the test waits for the status line
 to say finished, the tree to list the model's modules, and the histogram canvas of a recorded
 layer to be painted, and checks the live-only controls (gradients, max rate, hooks, cut) are
-hidden and the unrecorded layer says so; screenshots in light and dark themes go to the test's
-tmp folder.
+hidden and the unrecorded layer says so, and a recorded ReLU's exact zeros are a bar of their
+own; screenshots in light and dark themes go to the test's tmp folder.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from torch import nn
 from surgeon_widgets import Explorer, Recorder
 
 torch.manual_seed(0)
-model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 4))
+model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 4), nn.ReLU())
 folder = tempfile.mkdtemp()
-with Recorder(model, folder, layers=["0", "2"], every=1) as rec:
+with Recorder(model, folder, layers=["0", "1", "2"], every=1) as rec:
     for step in range(12):
         model(torch.randn(16, 8) * (1 + step / 4)).pow(2).mean().backward()
         rec.step()
@@ -68,7 +68,7 @@ def test_from_run_shows_tree_status_and_histograms(browser, jupyterlab, tmp_path
             assert page.locator(live_only).count() == 1, live_only  # rendered, then hidden
             assert not page.locator(live_only).is_visible(), f"{live_only} shown for a run"
         assert page.locator(".sw-run-note").is_visible()
-        relu = page.locator('[role="treeitem"][data-name="1"]')
+        relu = page.locator('[role="treeitem"][data-name="3"]')
         assert relu.get_attribute("aria-disabled") == "true" and "not recorded" in relu.inner_text()
         recorded = page.locator('[role="treeitem"][data-name="2"]')
         assert recorded.get_attribute("aria-disabled") is None
@@ -76,12 +76,24 @@ def test_from_run_shows_tree_status_and_histograms(browser, jupyterlab, tmp_path
         page.wait_for_function(HISTOGRAM_PAINTED, arg=[0, "2"], timeout=20_000)
         stats = page.locator('[data-layer="2"] .sw-stats').first.inner_text()
         assert stats.startswith("mean ") and "shape [16, 4]" in stats, stats
+        # the recorded ReLU "1": its exact zeros in a bar of their own, not in the bins (512
+        # values a step, about half of them zeros: in a bin, they would be its count's max)
+        page.wait_for_function(HISTOGRAM_PAINTED, arg=[0, "1"], timeout=20_000)
+        bar = '[data-layer="1"] .sw-zero'
+        assert page.locator(bar).first.is_visible()
+        label = page.locator(f"{bar} .sw-zero-label").first.inner_text()
+        share = int(label.removeprefix("0: ").removesuffix("%")) / 100
+        assert 0.2 < share < 0.8, label
+        most = int(page.locator('[data-layer="1"] .sw-count-max').first.inner_text())
+        assert most < share * 512 / 2, (most, label)
         page.screenshot(path=str(tmp_path / "run_view_light.png"), full_page=True)
+        page.locator('[data-layer="1"]').first.screenshot(path=str(tmp_path / "relu_light.png"))
         page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', "
                       "{theme: 'JupyterLab Dark'})")  # fmt: skip
         page.wait_for_function("() => document.body.dataset.jpThemeLight === 'false'")
         page.wait_for_timeout(500)
         page.screenshot(path=str(tmp_path / "run_view_dark.png"), full_page=True)
+        page.locator('[data-layer="1"]').first.screenshot(path=str(tmp_path / "relu_dark.png"))
         page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', "
                       "{theme: 'JupyterLab Light'})")  # fmt: skip
         page.evaluate(RUN_CELL, 1)  # close(): the view leaves a placeholder, the status says so

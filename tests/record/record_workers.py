@@ -112,9 +112,11 @@ def compare(stats, ref: np.ndarray, where: str, centre: float) -> dict:
         finite.std(ddof=1),
     )
     assert stats.nans == int(np.isnan(ref).sum()) and stats.infs == int(np.isinf(ref).sum()), where
-    # the histogram: the buckets of both ranks' values together, re-binned over [min, max]
+    # the histogram: the buckets of both ranks' values together, re-binned over [min, max],
+    # exact zeros left out (a bar of their own)
     expect = rebin(buckets_of(finite, centre)[None], finite.min(keepdims=True),
-                   finite.max(keepdims=True), np.array([centre]))[0]  # fmt: skip
+                   finite.max(keepdims=True), np.array([centre]),
+                   zeros=np.array([float((finite == 0).sum())]))[0]  # fmt: skip
     assert np.array_equal(stats.hist, expect.astype(np.float32)), (where, stats.hist, expect)
     assert (stats.lo, stats.hi, stats.under, stats.over) == (finite.min(), finite.max(), 0, 0)
     l2 = np.sqrt((finite * finite).sum())

@@ -37,10 +37,46 @@ def test_drifting_values_fall_inside_every_histogram_the_first_included(tmp_path
     for step, stats in zip(series.steps, series.values):
         values = seen[step].reshape(-1).numpy()
         assert (stats.lo, stats.hi) == (values.min(), values.max())
-        assert stats.hist.sum() == values.size and (stats.under, stats.over) == (0, 0)
+        assert stats.hist.sum() == (values != 0).sum() and (stats.under, stats.over) == (0, 0)
         # log-spaced buckets put each value within 1/8 of its distance from the centre
         expect, _ = np.histogram(values, bins=64, range=(stats.lo, stats.hi))
         assert np.abs(stats.hist - expect).sum() <= 0.1 * values.size, (step, stats.hist, expect)
+
+
+def test_a_relus_exact_zeros_leave_its_bins_and_the_rest_keeps_its_shape(tmp_path):
+    # about half a ReLU's outputs are exact zeros: shown as their own bar (the share in
+    # ``zeros``), counted in no bin, so the bins are the histogram of the other values
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 256), nn.ReLU(), nn.Linear(256, 4), nn.Linear(4, 3))
+    with torch.no_grad():  # a dead layer: every output an exact zero
+        model[3].weight.zero_(), model[3].bias.zero_()
+    seen: dict[str, list] = {"1": [], "2": [], "3": []}
+    handles = [values_of(model[int(name)], seen[name]) for name in seen]
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with Recorder(model, tmp_path, layers=list(seen), every=1, gradients=False) as rec:
+        for _ in range(4):
+            opt.zero_grad()
+            model(torch.randn(128, 16)).pow(2).mean().backward()
+            opt.step()
+            rec.step()
+    for handle in handles:
+        handle.remove()
+    run = read_run(tmp_path)
+    relu, plain, dead = (run.stats(name)[f"{name}/output"] for name in seen)
+    assert relu.steps == [0, 1, 2, 3]
+    for step, stats in zip(relu.steps, relu.values):
+        values = seen["1"][step].reshape(-1).numpy()
+        nonzero = values[values != 0]
+        assert 0.3 < stats.zeros == 1 - nonzero.size / values.size < 0.7
+        assert stats.hist.sum() == nonzero.size and (stats.lo, stats.hi) == (0.0, values.max())
+        # against float64 bins of the non-zero values: no spike in the bin the zeros lie in
+        expect, _ = np.histogram(nonzero, bins=64, range=(stats.lo, stats.hi))
+        assert np.abs(stats.hist - expect).sum() <= 0.1 * nonzero.size, (step, stats.hist, expect)
+        assert stats.hist[0] <= 1.5 * expect[0] + 0.01 * nonzero.size, (step, stats.hist, expect)
+    for step, stats in zip(plain.steps, plain.values):  # no exact zero: every value binned
+        assert stats.zeros == 0 and stats.hist.sum() == seen["2"][step].numel()
+    for stats in dead.values:  # all exact zeros: the zero bar holds them, no bin does
+        assert (stats.zeros, stats.min, stats.max) == (1.0, 0.0, 0.0) and not stats.hist.any()
 
 
 def test_eval_forwards_stay_out_of_the_training_record(tmp_path):

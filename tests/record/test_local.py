@@ -43,7 +43,7 @@ def test_single_process_record_equals_the_values(tmp_path):
         assert stats.std == pytest.approx(finite.std(ddof=1), rel=1e-12)
     # every record, the first included, bins every finite value between its min and max
     for s in series.values:
-        assert s.hist.sum() == pytest.approx(s.numel - s.nans - s.infs, rel=1e-6)
+        assert s.hist.sum() == pytest.approx((1 - s.zeros) * s.numel - s.nans - s.infs, rel=1e-6)
         assert (s.lo, s.hi, s.under, s.over) == (s.min, s.max, 0, 0)
     assert rec.cost.recorded == 4 and rec.cost.bytes_written == 8 * RECORD.size
     assert "4 of 4 steps recorded" in str(rec.cost)
@@ -161,8 +161,8 @@ def test_tensorboard_export_reads_back(tmp_path, capsys):
     event_accumulator = pytest.importorskip(
         "tensorboard.backend.event_processing.event_accumulator", reason="pip install tensorboard"
     )
-    model = nn.Sequential(nn.Linear(4, 16), nn.Tanh())
-    with Recorder(model, tmp_path / "run", layers=["0"], every=1) as rec:
+    model = nn.Sequential(nn.Linear(4, 16), nn.ReLU())
+    with Recorder(model, tmp_path / "run", layers=["0", "1"], every=1) as rec:
         train(model, rec, steps=3)
     assert cli(["export-tensorboard", str(tmp_path / "run"), str(tmp_path / "tb")]) == 0
     assert "wrote" in capsys.readouterr().out
@@ -183,6 +183,12 @@ def test_tensorboard_export_reads_back(tmp_path, capsys):
     means = [e.value for e in acc.Scalars("0/output/mean")]
     assert means == pytest.approx([s.mean for s in series.values], rel=1e-6)
     assert np.isfinite(means).all()
+    # the run's bins leave a ReLU's exact zeros out; TensorBoard's get them back in the bin of 0
+    relu = run.stats("1")["1/output"].latest
+    zeros = round(relu.zeros * relu.numel)
+    bucket = acc.Histograms("1/output")[-1].histogram_value.bucket
+    assert zeros > 0 and sum(bucket) == relu.numel - relu.nans and relu.min == 0.0
+    assert bucket[1] == relu.hist[0] + zeros and list(bucket[2:-1]) == relu.hist[1:].tolist()
 
 
 def test_torch_compile_records_the_modules_own_names(tmp_path):

@@ -27,6 +27,7 @@ from surgeon_widgets.record.layout import (
     NEG_MIN,
     SQ,
     SUM_WIDTH,
+    ZEROS,
 )
 
 
@@ -94,7 +95,8 @@ def test_a_batch_of_calls_equals_numpy_up_to_grouping():
 def _numpy_bins(sums: np.ndarray, maxes: np.ndarray, centres: np.ndarray) -> np.ndarray:
     n = sums[:, FINITE]
     low = np.where(n > 0, -maxes[:, NEG_MIN], np.nan)
-    return rebin(sums, low, np.where(n > 0, maxes[:, MAX], np.nan), centres, BINS, HIST, n)
+    high = np.where(n > 0, maxes[:, MAX], np.nan)
+    return rebin(sums, low, high, centres, BINS, HIST, n, zeros=sums[:, ZEROS])
 
 
 def test_display_bins_in_c_equal_numpys_rebin():
@@ -109,6 +111,9 @@ def test_display_bins_in_c_equal_numpys_rebin():
         torch.randn(100, generator=g) * 1e20,  # past 2^32: the outermost buckets
         torch.tensor([-2.0**-29, 2.0**-29, 3e-9, -1e-9]),  # a min on a bucket edge
         -torch.rand(64, generator=g),
+        torch.relu(torch.randn(999, generator=g)),  # half exact zeros: left out of the bins
+        torch.zeros(50),  # all exact zeros: no bin holds any
+        torch.cat([torch.zeros(30), torch.randn(70, generator=g) * 1e-3 + 2]),  # zeros far off
     ]
     k = len(values)
     sums, maxes = _buckets(k)
@@ -123,7 +128,40 @@ def test_display_bins_in_c_equal_numpys_rebin():
         assert c_loop.rebin(sums.numpy(), maxes.numpy(), centres, out)
         expected = _numpy_bins(sums.numpy(), maxes.numpy(), centres)
         assert np.array_equal(out, expected), trial
-        assert (out >= 0).all() and np.array_equal(out.sum(1), sums[:, FINITE].numpy())
+        assert (out >= 0).all()
+        assert np.array_equal(out.sum(1), (sums[:, FINITE] - sums[:, ZEROS]).numpy())
+
+
+def test_exact_zeros_leave_the_bins_and_the_rest_keeps_its_shape():
+    g = torch.Generator().manual_seed(2)
+    relu = torch.relu(torch.randn(20000, generator=g, dtype=torch.float64))
+    plain = torch.randn(20000, generator=g, dtype=torch.float64)  # no exact zero
+    for centre in [0.0, 0.4, 0.8, 1e-30, -3.0, 7e5]:  # the zeros' bucket near and far from 0
+        sums, maxes = _buckets(3)
+        centres = np.full(3, centre)
+        table = c_loop.Table(sums, maxes, centres)
+        for i, v in enumerate([relu, plain, torch.zeros(10, dtype=torch.float64)]):
+            assert c_loop.one(v, i, table)
+        s, m = sums.numpy(), maxes.numpy()
+        out = np.full((3, BINS), -1.0)
+        assert c_loop.rebin(s, m, centres, out)
+        assert np.array_equal(out, _numpy_bins(s, m, centres))
+        assert np.array_equal(table.display_bins(), out)
+        # no zero: the bins as without the zeros' argument; all zeros: no bin holds any
+        n = s[:, FINITE]
+        low, high = -m[:, NEG_MIN], m[:, MAX]
+        assert np.array_equal(out[1], rebin(s, low, high, centres, BINS, HIST, n)[1])
+        assert out[1].sum() == plain.numel()
+        assert not out[2].any() and s[2, ZEROS] == 10
+        # the ReLU: the non-zero values' histogram, no spike where the zeros were (where the
+        # buckets resolve the bins: a centre near the values, as the recorder's last mean is)
+        nonzero = relu[relu != 0].numpy()
+        assert out[0].sum() == nonzero.size == s[0, FINITE] - s[0, ZEROS]
+        if abs(centre) > 1:
+            continue
+        expect, _ = np.histogram(nonzero, bins=BINS, range=(0.0, float(relu.max())))
+        assert np.abs(out[0] - expect).sum() <= 0.1 * nonzero.size, (centre, out[0], expect)
+        assert out[0, 0] <= 1.5 * expect[0] + 0.01 * nonzero.size, (centre, out[0, 0], expect[0])
 
 
 def test_numpys_rebin_counts_no_value_twice_past_the_outermost_bucket():
