@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import time
 
-from support.notebook_page import HISTOGRAM_PAINTED, notebook_page
+from support.notebook_page import HISTOGRAM_PAINTED, START_CELL, notebook_page
 
 SETUP = """\
 import os
@@ -39,13 +39,6 @@ for _ in range(10):
     time.sleep(0.05)
 print("cell done", explorer.selected)"""
 
-START_CELL = """(i) => {
-    const app = window.jupyterapp;
-    const notebook = app.shell.currentWidget.content;
-    notebook.activeCellIndex = i;
-    notebook.deselectAll();
-    void app.commands.execute('notebook:run-cell');
-}"""
 KERNEL = "window.jupyterapp.shell.currentWidget.sessionContext.session.kernel"
 KERNEL_IDLE = f"() => {KERNEL}.status === 'idle'"
 COMPILING = "the model is compiling: first record after it"

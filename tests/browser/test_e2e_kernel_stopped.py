@@ -12,7 +12,7 @@ import os
 import time
 
 import pytest
-from support.notebook_page import HISTOGRAM_PAINTED, notebook_page
+from support.notebook_page import HISTOGRAM_PAINTED, RUN_CELL, notebook_page
 
 SETUP = """\
 import torch
@@ -35,13 +35,6 @@ print("trained")"""
 
 SAVED = """print("snapshot at", explorer.snapshot.get("step"))"""  # refreshed when a cell ends
 
-RUN_CELL = """async (i) => {
-    const app = window.jupyterapp;
-    const notebook = app.shell.currentWidget.content;
-    notebook.activeCellIndex = i;
-    notebook.deselectAll();
-    await app.commands.execute('notebook:run-cell');
-}"""
 COMMAND = "(c) => { void window.jupyterapp.commands.execute(c); }"  # a dialog may wait
 THEME = "(t) => window.jupyterapp.commands.execute('apputils:change-theme', {theme: t})"
 STOPPED = '.sw-explorer[data-kernel="stopped"] .sw-snapshot-note.sw-kernel-stopped'

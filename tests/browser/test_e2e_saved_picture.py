@@ -7,7 +7,6 @@ Screenshots (light and dark) of each state go to ``$SW_SHOTS`` when it is set.""
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import io
 import json
@@ -19,16 +18,12 @@ import nbformat
 import numpy as np
 from nbconvert import HTMLExporter
 from PIL import Image
-from support.browser import page_errors
 from support.executed import executed
 from support.models import SomeModel
 from support.notebook_page import (
     HISTOGRAM_PAINTED,
-    OUTPUTS,
     RUN_CELL,
-    known_app_error,
     notebook_page,
-    open_notebook,
 )
 
 from surgeon_widgets.widget.still_display import MARKER
@@ -90,22 +85,6 @@ def shoot(page, name: str) -> None:
 def contents(base: str, name: str) -> dict:
     with urllib.request.urlopen(f"{base}/api/contents/{name}?content=1", timeout=30) as r:
         return json.load(r)["content"]
-
-
-@contextlib.contextmanager
-def reopened(browser, base: str, app: str, name: str):
-    """Open the saved ``name`` again (no write) in a new context: ``(page, errors)``."""
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    page = context.new_page()
-    errors = page_errors(page, ignore=lambda error: known_app_error(app, error))
-    page.set_default_timeout(60_000)
-    try:
-        open_notebook(page, base, app, name)
-        yield page, errors
-    except Exception as e:
-        raise AssertionError(f"{e}\n--- notebook outputs ---\n{page.evaluate(OUTPUTS)}") from e
-    finally:
-        context.close()
 
 
 def assert_picture_alone(page) -> None:
@@ -189,7 +168,7 @@ def test_a_notebook_saved_with_default_settings_shows_the_last_picture(
     print(f"saved outputs: {len(json.dumps(saved['cells'][0]['outputs']))} bytes")
     html_shows_the_picture(chromium, saved, picture["data"]["text/plain"], f"{app}-nbconvert")
 
-    with reopened(browser, base, app, name) as (page, errors):
+    with notebook_page(browser, base, app, name, None) as (page, errors):  # the saved file
         # a fresh kernel that holds no Explorer: ipywidgets finds no model for the output
         page.get_by_text("Error displaying widget: model not found").wait_for(state="attached")
         assert page.evaluate(PICTURE_TEXT).endswith(LAST)

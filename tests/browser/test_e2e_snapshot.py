@@ -34,7 +34,7 @@ def test_saved_notebook_reopened_without_an_explorer_paints_the_snapshot(browser
         first = page.locator(".sw-explorer").first
         panel = first.locator('[data-layer="layer2"]')
         assert "shape [64, 2] float32" in panel.locator(".sw-stats").first.inner_text()
-        assert panel.locator(".sw-leaf-title").first.inner_text().endswith("step 4 · train")
+        assert "step 4 · train" in panel.locator(".sw-leaf-title").first.inner_text()
         # the heat strip and curves have the history: five steps, not only the latest
         steps = [first.locator(f".sw-step-{end}").first.inner_text() for end in ("first", "last")]
         assert [s.removeprefix("step ") for s in steps] == ["0", "4"], steps

@@ -19,6 +19,8 @@ RUN_CELL = """async (i) => {
     notebook.deselectAll();
     await app.commands.execute('notebook:run-cell');
 }"""
+# start cell i and return at once (the test watches the page while the cell runs)
+START_CELL = RUN_CELL.replace("async (i)", "(i)").replace("await app", "void app")
 
 # every cell's output text, numbered: says where a test stopped (e.g. a kernel-side error)
 OUTPUTS = """() => [...document.querySelectorAll('.jp-Cell')].map((c, i) =>
@@ -107,19 +109,20 @@ def notebook_page(
     base: str,
     app: str,
     name: str,
-    cells: list[str] | dict,
+    cells: list[str] | dict | None,
     *,
     viewport: tuple[int, int] = (1400, 1000),
 ) -> Iterator[tuple[object, list[str]]]:
-    """Write notebook ``name`` with ``cells`` (or a whole notebook) to the server at ``base``,
-    open it in ``app`` ("lab" or "notebook") in a new context of ``browser`` and yield
-    ``(page, errors)``:
+    """Write notebook ``name`` with ``cells`` (or a whole notebook; ``None``: the saved file as
+    it is) to the server at ``base``, open it in ``app`` ("lab" or "notebook") in a new context
+    of ``browser`` and yield ``(page, errors)``:
     ``errors`` collects the page's uncaught errors but :func:`known_app_error`.
 
     Every wait has a 60 s default (CI machines can be busy). An exception raised inside gets
     the notebook's outputs added (where it stopped: a kernel error, an import failure).
     """
-    put_notebook(base, name, cells)
+    if cells is not None:
+        put_notebook(base, name, cells)
     context = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]})
     page = context.new_page()
     errors = page_errors(page, ignore=lambda error: known_app_error(app, error))

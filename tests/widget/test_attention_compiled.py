@@ -290,9 +290,12 @@ def test_fullgraph_block_refuses_only_the_layers_inside_it(explorer):
     model[0].compile(fullgraph=True, backend="eager")
     ex = explorer(model, max_rate=0)
     ex.select(["0", "0.0", "1"])
-    assert ex.hooks == [{"name": "1", "kind": "forward"}]
+    # gradients are on by default: its gradient hook goes on at the forward (with a backward)
+    assert ex.hooks == [{"name": "1", "kind": "forward"}, {"name": "1", "kind": "gradient"}]
     [error] = [e["text"] for e in ex.errors]
     assert error.startswith("0, 0.0: not attached, '0' was compiled with fullgraph=True")
     for _ in range(2):
-        model(torch.randn(3, 4))  # raised with the hook on 0.0
-    assert ex.stats("1")["1/output"].steps == [0, 1] and ex.stats("0.0") == {}
+        model(torch.randn(3, 4)).sum().backward()  # raised with the hook on 0.0
+    stats = ex.stats("1")
+    assert stats["1/output"].steps == [0, 1] and stats["1/grad_output"].steps == [0, 1]
+    assert ex.stats("0.0") == {}
