@@ -177,7 +177,7 @@ class Explorer(ShownLater, FrontEnd):
             self._show_cut, lambda ok, message: self.send(*insert_result(ok, message)),
             notebook.user_namespace, notebook.shell,
         )  # fmt: skip
-        self._undo_cell_end = notebook.on_cell_end(_weakly(self, Explorer._cell_ended))
+        self._undo_cell_end = notebook.on_cell_end(self._cell_ended)
         notes = [note for note in [compile_note(self._watched)] if note]
         super().__init__(
             rows=self._tree.module_rows, gradients=gradients, max_rate=max_rate, notes=notes
@@ -524,14 +524,3 @@ class Explorer(ShownLater, FrontEnd):
         self.replaced = ownership.REPLACED
         self.hooks = []
 
-
-def _weakly(ex: Explorer, method: Any) -> Any:
-    """``method(ex)`` while ``ex`` lives (IPython's events must not keep a widget alive)."""
-    ref = weakref.ref(ex)
-
-    def call() -> None:
-        target = ref()
-        if target is not None:
-            method(target)
-
-    return call

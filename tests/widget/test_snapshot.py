@@ -9,6 +9,8 @@ import io
 import json
 import threading
 import time
+import types
+import weakref
 
 import nbformat
 import numpy as np
@@ -200,6 +202,39 @@ def test_no_ipython_shows_nothing_and_never_ends_a_cell(modules):
 
     assert notebook.publish({"text/plain": "x"}, "id", modules=modules) is False
     notebook.on_cell_end(lambda: None, modules=modules)()  # an undo that does nothing
+
+
+def test_a_bound_method_at_the_cells_end_is_held_weakly():
+    """IPython's events must not keep a closed widget alive: a method's object can be collected,
+    and the cell's end then calls nothing."""
+    import gc
+
+    from IPython.core.events import EventManager, available_events
+
+    from surgeon_widgets.widget.runtime import notebook
+
+    class Shell:
+        events = EventManager(None, available_events)
+
+    class Owner:
+        ended = 0
+
+        def cell_ended(self) -> None:
+            Owner.ended += 1
+
+    owner = Owner()
+    ipython = types.SimpleNamespace(get_ipython=Shell)
+    undo = notebook.on_cell_end(owner.cell_ended, modules={"IPython": ipython})
+    Shell.events.trigger("post_execute")
+    assert Owner.ended == 1
+    ref = weakref.ref(owner)
+    del owner
+    gc.collect()
+    assert ref() is None
+    Shell.events.trigger("post_execute")
+    assert Owner.ended == 1
+    undo()
+    assert Shell.events.callbacks["post_execute"] == []
 
 
 def test_a_slow_render_is_spaced_out_to_its_share_of_the_wall_time():

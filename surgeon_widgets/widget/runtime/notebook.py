@@ -16,7 +16,9 @@ comes; ``modules`` forces them (it stands for ``sys.modules``). Displays use IPy
 from __future__ import annotations
 
 import contextlib
+import inspect
 import sys
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -65,14 +67,28 @@ def publish(
 def on_cell_end(
     callback: Callable[[], None], modules: Mapping[str, Any] | None = None
 ) -> Callable[[], None]:
-    """Call ``callback`` after every cell (IPython's ``post_execute``); returns the undo."""
+    """Call ``callback`` after every cell (IPython's ``post_execute``); returns the undo. A
+    bound method is held weakly: IPython's events must not keep a closed widget alive."""
     events = getattr(shell(modules), "events", None)
     if events is None:
         return lambda: None
-    events.register("post_execute", callback)
+    call = _weakly(callback) if inspect.ismethod(callback) else callback
+    events.register("post_execute", call)
 
     def undo() -> None:
         with contextlib.suppress(ValueError):  # gone already (IPython drops one that raised)
-            events.unregister("post_execute", callback)
+            events.unregister("post_execute", call)
 
     return undo
+
+
+def _weakly(method: Any) -> Callable[[], None]:
+    """``method()`` while its object lives."""
+    ref = weakref.WeakMethod(method)
+
+    def call() -> None:
+        bound = ref()
+        if bound is not None:
+            bound()
+
+    return call

@@ -29,7 +29,6 @@ import atexit
 import threading
 import time
 import uuid
-import weakref
 from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar
 
@@ -84,8 +83,12 @@ class StillOutput(Generic[Still]):
         self.shown = True
         self._started = self.clock()  # a live view has an interval to say hello first
         if self._undo is None:
-            self._undo = notebook.on_cell_end(_weak_flush(self))
+            self._undo = notebook.on_cell_end(self._cell_ended)
         return True
+
+    def _cell_ended(self) -> None:
+        if self.shown:
+            self.flush()
 
     def changed(self) -> None:
         """What ``render`` shows changed (the model's thread): publish a finished render, and
@@ -162,13 +165,3 @@ def _join_at_exit(bound: float = JOIN_SECONDS) -> None:
     for worker in list(_workers):
         worker.join(max(0.0, end - time.monotonic()))
 
-
-def _weak_flush(out: StillOutput) -> Callable[[], None]:
-    ref = weakref.ref(out)  # IPython's events must not keep a closed widget alive
-
-    def flush() -> None:
-        target = ref()
-        if target is not None and target.shown:
-            target.flush()
-
-    return flush
